@@ -1,0 +1,168 @@
+// Package codec owns the encryption of everything better-compute hands to
+// Temporal: an AES-256-GCM payload codec (so BMC passwords, tokens and other
+// secrets never sit in workflow history in clear), the data converter built on
+// it, the key file, and the remote codec HTTP endpoint the Temporal Web UI calls
+// to show decrypted payloads to an operator.
+//
+// It imports only the Temporal SDK and API, never the server.
+package codec
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/better-compute/better-compute/errs"
+)
+
+// Metadata keys and values written on every payload this codec encrypts.
+const (
+	// MetadataEncoding is the standard Temporal metadata key naming a payload's encoding.
+	MetadataEncoding = converter.MetadataEncoding
+	// EncodingEncrypted marks a payload encrypted by this codec.
+	EncodingEncrypted = "binary/encrypted"
+	// MetadataKeyID names the key that encrypted the payload (see KeyID).
+	MetadataKeyID = "encryption-key-id"
+	// MetadataCipher names the cipher.
+	MetadataCipher = "encryption-cipher"
+	// CipherAES256GCM is the only cipher this codec writes.
+	CipherAES256GCM = "AES256-GCM"
+)
+
+// KeySize is the length of a key in bytes (AES-256).
+const KeySize = 32
+
+// Codec is a converter.PayloadCodec that encrypts each payload with
+// AES-256-GCM. The whole original payload (metadata and data) is marshalled and
+// sealed, so even its encoding is hidden; the key id is bound to the ciphertext
+// as additional data, so a payload cannot be relabelled to another key.
+type Codec struct {
+	aead  cipher.AEAD
+	keyID string
+}
+
+var _ converter.PayloadCodec = (*Codec)(nil)
+
+// New returns a codec for a 32-byte key.
+func New(key []byte) (*Codec, error) {
+	if len(key) != KeySize {
+		return nil, errs.Invalid("key", "an encryption key must be %d bytes, got %d", KeySize, len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "cannot create AES cipher")
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "cannot create GCM")
+	}
+	return &Codec{aead: aead, keyID: KeyID(key)}, nil
+}
+
+// KeyID names a key without revealing it: the first 8 bytes of the SHA-256 of
+// the key, in hex. It goes in payload metadata so a rotated key can be told
+// apart from a wrong one.
+func KeyID(key []byte) string {
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:8])
+}
+
+// KeyID returns the id of the codec's key.
+func (c *Codec) KeyID() string { return c.keyID }
+
+// Encode encrypts every payload. It does not modify its argument.
+func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	out := make([]*commonpb.Payload, len(payloads))
+	for i, p := range payloads {
+		plain, err := proto.Marshal(p)
+		if err != nil {
+			return nil, errs.Wrap(errs.Internal, err, "cannot marshal payload for encryption")
+		}
+		nonce := make([]byte, c.aead.NonceSize(), c.aead.NonceSize()+len(plain)+c.aead.Overhead())
+		if _, err := rand.Read(nonce); err != nil {
+			return nil, errs.Wrap(errs.Internal, err, "cannot read random nonce")
+		}
+		out[i] = &commonpb.Payload{
+			Metadata: map[string][]byte{
+				MetadataEncoding: []byte(EncodingEncrypted),
+				MetadataKeyID:    []byte(c.keyID),
+				MetadataCipher:   []byte(CipherAES256GCM),
+			},
+			Data: c.aead.Seal(nonce, nonce, plain, []byte(c.keyID)),
+		}
+	}
+	return out, nil
+}
+
+// Decode decrypts the payloads this codec encrypted and passes every other
+// payload through unchanged (history written before encryption was turned on
+// stays readable). A payload encrypted under another key, or tampered with,
+// is an error.
+func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	out := make([]*commonpb.Payload, len(payloads))
+	for i, p := range payloads {
+		if string(p.GetMetadata()[MetadataEncoding]) != EncodingEncrypted {
+			out[i] = p
+			continue
+		}
+		d, err := c.decrypt(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+func (c *Codec) decrypt(p *commonpb.Payload) (*commonpb.Payload, error) {
+	md := p.GetMetadata()
+	if got := string(md[MetadataCipher]); got != CipherAES256GCM {
+		return nil, errs.New(errs.Unsupported, "payload cipher %q is not supported (want %s)", got, CipherAES256GCM)
+	}
+	if got := string(md[MetadataKeyID]); got != c.keyID {
+		return nil, errs.New(errs.InvalidInput,
+			"payload was encrypted with key %q but this process holds key %q: start it with the key file that wrote the history", got, c.keyID)
+	}
+	data := p.GetData()
+	ns := c.aead.NonceSize()
+	if len(data) < ns+c.aead.Overhead() {
+		return nil, errs.New(errs.InvalidInput, "encrypted payload is too short (%d bytes)", len(data))
+	}
+	plain, err := c.aead.Open(nil, data[:ns], data[ns:], []byte(c.keyID))
+	if err != nil {
+		return nil, errs.Wrap(errs.InvalidInput, err, "encrypted payload failed authentication: it was altered or the key is wrong")
+	}
+	var orig commonpb.Payload
+	if err := proto.Unmarshal(plain, &orig); err != nil {
+		return nil, errs.Wrap(errs.InvalidInput, err, "decrypted payload is not a Temporal payload")
+	}
+	return &orig, nil
+}
+
+// NewDataConverter returns Temporal's default data converter with every
+// payload encrypted by key. It panics if key is not 32 bytes: the key comes
+// from LoadOrCreateKey, so a wrong length is a programming error.
+func NewDataConverter(key []byte) converter.DataConverter {
+	c, err := New(key)
+	if err != nil {
+		panic(err)
+	}
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
+}
+
+// NewFailureConverter returns a failure converter that moves failure messages
+// and stack traces into an encoded payload, so they are encrypted by dc too.
+// Set it as client.Options.FailureConverter beside DataConverter.
+func NewFailureConverter(dc converter.DataConverter) converter.FailureConverter {
+	return temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
+		DataConverter:          dc,
+		EncodeCommonAttributes: true,
+	})
+}
