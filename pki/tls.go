@@ -1,0 +1,71 @@
+package pki
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+
+	"github.com/better-compute/better-compute/errs"
+)
+
+// ServerTLS returns a server configuration that presents certPEM/keyPEM and
+// accepts only clients with a certificate from this CA, valid by the CA's clock,
+// that carries a well-formed SPIFFE ID of this trust domain; handlers read who
+// called with PeerIdentity. TLS 1.3 only: every peer is ours.
+func (ca *CA) ServerTLS(certPEM, keyPEM []byte) (*tls.Config, error) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, errs.Invalid("certificate", "the serving certificate and key do not form a pair: %v", err)
+	}
+	td := ca.trustDomain
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{pair},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    ca.Pool(),
+		Time:         ca.now,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			_, _, err := PeerIdentity(cs, td)
+			return err
+		},
+	}, nil
+}
+
+// ClientTLS returns a client configuration that trusts only caPool, checks the
+// server's certificate against serverName, and presents certPEM/keyPEM. With
+// both empty it presents no certificate: an agent that has not joined yet uses
+// that to reach the JoinService.
+func ClientTLS(caPool *x509.CertPool, certPEM, keyPEM []byte, serverName string) (*tls.Config, error) {
+	if caPool == nil {
+		return nil, errs.Invalid("caPool", "a client needs the CA pool to check the server")
+	}
+	if serverName == "" {
+		return nil, errs.Invalid("serverName", "a client needs the server's name to check its certificate")
+	}
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		RootCAs:    caPool,
+		ServerName: serverName,
+	}
+	if len(certPEM) == 0 && len(keyPEM) == 0 {
+		return cfg, nil
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, errs.Invalid("certificate", "the client certificate and key do not form a pair: %v", err)
+	}
+	cfg.Certificates = []tls.Certificate{pair}
+	return cfg, nil
+}
+
+// PeerIdentity returns the role and identity of the peer of a TLS connection
+// (r.TLS in an HTTP handler). The peer's certificate must have been verified
+// by the handshake; an unverified or missing one is UNAUTHENTICATED.
+func PeerIdentity(state tls.ConnectionState, trustDomain string) (Role, string, error) {
+	if len(state.PeerCertificates) == 0 {
+		return "", "", unauthenticated("the peer presented no certificate")
+	}
+	if len(state.VerifiedChains) == 0 {
+		return "", "", unauthenticated("the peer's certificate was not verified")
+	}
+	return Identify(state.PeerCertificates[0], trustDomain)
+}
