@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/ids"
+)
+
+const siteTokenColumns = "id, tenant_id, site_id, COALESCE(key, ''), expires_at, created_at, used_at"
+
+func scanSiteToken(row pgx.Row) (SiteToken, error) {
+	var x SiteToken
+	err := row.Scan(&x.ID, &x.TenantID, &x.SiteID, &x.Key, &x.ExpiresAt, &x.CreatedAt, &x.UsedAt)
+	return x, err
+}
+
+// CreateSiteToken records a site token by the hash of its secret (the secret is
+// never stored). With a Key it is idempotent within the tenant like CreateSite: the
+// existing token comes back with created false and hash is ignored, so the caller
+// cannot hand out a second secret for it. The site must exist in the tenant.
+func (s *Store) CreateSiteToken(ctx context.Context, t SiteToken, hash []byte) (SiteToken, bool, error) {
+	const op = "store.CreateSiteToken"
+	if t.ID == "" {
+		t.ID = ids.New(ids.SiteToken)
+	}
+	tok, err := scanSiteToken(s.pool.QueryRow(ctx, `
+		INSERT INTO site_tokens (id, tenant_id, site_id, key, hash, expires_at)
+		VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6)
+		ON CONFLICT (tenant_id, key) DO NOTHING
+		RETURNING `+siteTokenColumns, t.ID, t.TenantID, t.SiteID, t.Key, hash, t.ExpiresAt))
+	if err == nil {
+		return tok, true, nil
+	}
+	if constraint, _, fk := violated(err); fk && constraint == "site_tokens_site_fk" {
+		return SiteToken{}, false, notFound("site", t.SiteID).WithOp(op)
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return SiteToken{}, false, dbError(op, err)
+	}
+	tok, err = scanSiteToken(s.pool.QueryRow(ctx,
+		"SELECT "+siteTokenColumns+" FROM site_tokens WHERE tenant_id = $1 AND key = $2", t.TenantID, t.Key))
+	return tok, false, dbError(op, err)
+}
+
+// ConsumeSiteToken uses up the token with this hash at now: it succeeds once.
+// An unknown, used or expired token is UNAUTHENTICATED, saying which.
+func (s *Store) ConsumeSiteToken(ctx context.Context, hash []byte, now time.Time) (SiteToken, error) {
+	const op = "store.ConsumeSiteToken"
+	tok, err := scanSiteToken(s.pool.QueryRow(ctx, `
+		UPDATE site_tokens SET used_at = $2
+		WHERE hash = $1 AND used_at IS NULL AND expires_at > $2
+		RETURNING `+siteTokenColumns, hash, now))
+	if err == nil {
+		return tok, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return SiteToken{}, dbError(op, err)
+	}
+	// Tell why. A concurrent consumer that won has committed by now.
+	tok, err = scanSiteToken(s.pool.QueryRow(ctx, "SELECT "+siteTokenColumns+" FROM site_tokens WHERE hash = $1", hash))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return SiteToken{}, errs.New(errs.Unauthenticated, "unknown site token: create one with site-tokens create").WithOp(op)
+	case err != nil:
+		return SiteToken{}, dbError(op, err)
+	case tok.UsedAt != nil:
+		return SiteToken{}, errs.New(errs.Unauthenticated,
+			"site token %s was already used at %s; site tokens are single-use, create another", tok.ID,
+			tok.UsedAt.UTC().Format(time.RFC3339)).WithOp(op)
+	default:
+		return SiteToken{}, errs.New(errs.Unauthenticated, "site token %s expired at %s; create another", tok.ID,
+			tok.ExpiresAt.UTC().Format(time.RFC3339)).WithOp(op)
+	}
+}

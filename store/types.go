@@ -1,0 +1,59 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Tenant is an isolation boundary: every other object belongs to exactly one.
+type Tenant struct {
+	ID        string
+	CreatedAt time.Time
+}
+
+// Site is a place with machines and one or more site agents. Key, when set, makes
+// its creation idempotent within the tenant.
+type Site struct {
+	ID, TenantID, Kind, Region, Key string
+	CreatedAt                       time.Time
+}
+
+// SiteToken lets a site agent join its site once. The token itself is never
+// stored, only its hash.
+type SiteToken struct {
+	ID, TenantID, SiteID, Key string
+	ExpiresAt, CreatedAt      time.Time
+	UsedAt                    *time.Time
+}
+
+// PoolPolicy is the policy document of a pool (stored as jsonb).
+type PoolPolicy struct {
+	HardwareProfile          string   `json:"hardwareProfile,omitempty"`
+	TrustProvisioningNetwork bool     `json:"trustProvisioningNetwork,omitempty"`
+	AllowUnverifiedRelease   bool     `json:"allowUnverifiedRelease,omitempty"`
+	ProvisioningCidrs        []string `json:"provisioningCidrs,omitempty"`
+}
+
+// Pool groups machines of one class on one site under one policy.
+type Pool struct {
+	ID, TenantID, SiteID, Class, Agent string
+	Policy                             PoolPolicy
+	CreatedAt                          time.Time
+}
+
+// Image is a catalog entry for an OS image.
+type Image struct {
+	ID, TenantID, Name, Source, Digest, Format, Compression string
+	Size                                                    int64
+	CreatedAt                                               time.Time
+}
+
+// Profile is one version of a provision profile. Document is stored as jsonb, so
+// it comes back with PostgreSQL's normalized spacing and key order.
+type Profile struct {
+	TenantID, ID string
+	Version      int
+	Document     json.RawMessage
+	Visibility   string
+	CreatedAt    time.Time
+}
