@@ -1,0 +1,180 @@
+// Package kinds is the contract between the control plane's workflows and the
+// machines' side: the command kinds under the spec's names, where each runs,
+// and the input and output of each. Workflows send them as Temporal
+// activities named by the kind on the site's task queue; the site agent runs
+// the BMC and boot kinds itself and relays the ramdisk kinds to the machine's
+// connected ramdisk.
+package kinds
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/better-compute/better-compute/bmc"
+)
+
+// Kinds run by the site agent itself.
+const (
+	PowerSetPower           = "power.setPower"
+	ManagementSetBootDevice = "management.setBootDevice"
+	BMCInspect              = "bmc.inspect"
+	BootSetEntry            = "boot.setEntry"   // serve a machine the ramdisk (or tell it to boot locally)
+	BootClearEntry          = "boot.clearEntry" // forget a machine's boot entry
+	CacheEnsureImage        = "cache.ensureImage"
+)
+
+// Kinds run by the ramdisk, relayed by the site agent.
+const (
+	InventoryRefresh = "inventory.refresh"
+	DiskWipe         = "disk.wipe"
+	DeployImage      = "deploy.image"
+	BootKexec        = "boot.kexec"
+	LogsCollect      = "logs.collect"
+	DiagNVML         = "diag.nvml"
+)
+
+// RamdiskKinds lists the kinds the site relays to a ramdisk.
+func RamdiskKinds() []string {
+	return []string{InventoryRefresh, DiskWipe, DeployImage, BootKexec, LogsCollect, DiagNVML}
+}
+
+// SiteTaskQueue is the task queue a site's agents serve.
+func SiteTaskQueue(siteID string) string { return "site/" + siteID }
+
+// BMCTarget says which BMC a command drives. Credentials are a reference
+// (secret://, env://, vault://) resolved by the site agent where it is used;
+// they never travel in clear.
+type BMCTarget struct {
+	NodeID         string `json:"nodeId"`
+	Address        string `json:"address"`
+	Driver         string `json:"driver"` // redfish or ipmi
+	CredentialsRef string `json:"credentialsRef"`
+}
+
+// SetPowerInput is power.setPower's input.
+type SetPowerInput struct {
+	BMC    BMCTarget       `json:"bmc"`
+	Action bmc.PowerAction `json:"action"`
+}
+
+// SetPowerOutput is power.setPower's result.
+type SetPowerOutput struct {
+	PowerState bmc.PowerState `json:"powerState"`
+}
+
+// SetBootDeviceInput is management.setBootDevice's input.
+type SetBootDeviceInput struct {
+	BMC        BMCTarget      `json:"bmc"`
+	Device     bmc.BootDevice `json:"device"`
+	Persistent bool           `json:"persistent,omitempty"`
+}
+
+// InspectInput is bmc.inspect's input.
+type InspectInput struct {
+	BMC BMCTarget `json:"bmc"`
+}
+
+// InspectOutput is bmc.inspect's result.
+type InspectOutput struct {
+	Inventory bmc.Inventory `json:"inventory"`
+}
+
+// BootEntry is what the site serves a machine that PXE-boots.
+type BootEntry struct {
+	NodeID string   `json:"nodeId"`
+	MACs   []string `json:"macs"`
+	// Ramdisk: boot the ramdisk with DiscoveryToken on its command line;
+	// false: tell it to boot from its local disk.
+	Ramdisk bool `json:"ramdisk"`
+	// DiscoveryToken is a fresh single-use token for this boot. It is a
+	// secret: it reaches Temporal only through the encrypting payload codec.
+	DiscoveryToken string `json:"discoveryToken,omitempty"`
+}
+
+// ClearEntryInput is boot.clearEntry's input.
+type ClearEntryInput struct {
+	NodeID string `json:"nodeId"`
+}
+
+// EnsureImageInput is cache.ensureImage's input: the catalog entry.
+type EnsureImageInput struct {
+	ImageID     string `json:"imageId"`
+	Source      string `json:"source"`
+	Digest      string `json:"digest"`
+	Compression string `json:"compression"`
+	Size        int64  `json:"size"`
+}
+
+// EnsureImageOutput says where the site serves the verified image.
+type EnsureImageOutput struct {
+	// Path on the site agent's HTTP server, e.g. /cache/sha256/<hex>.
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// Ramdisk command payloads.
+
+// WipeInput is disk.wipe's input.
+type WipeInput struct {
+	Mode string `json:"mode"` // quick, secure-erase, crypto-erase
+	// Nonce binds the signed results to this workflow.
+	Nonce string `json:"nonce"`
+}
+
+// DeployImageInput is deploy.image's input.
+type DeployImageInput struct {
+	ImageID     string `json:"imageId"`
+	Path        string `json:"path"` // on the site agent, from cache.ensureImage
+	Digest      string `json:"digest"`
+	Compression string `json:"compression"`
+	Format      string `json:"format"`
+	Size        int64  `json:"size"`
+	// Disk names the target disk (WWN or serial); "" means the first disk.
+	Disk string `json:"disk,omitempty"`
+	// UserDataRef is a reference to the rendered user data, never the data.
+	UserDataRef string `json:"userDataRef,omitempty"`
+}
+
+// DeployImageOutput is deploy.image's result.
+type DeployImageOutput struct {
+	Disk         string `json:"disk"`
+	BytesWritten int64  `json:"bytesWritten"`
+	Digest       string `json:"digest"` // verified while streaming
+}
+
+// KexecInput is boot.kexec's input: boot the deployed OS from the ramdisk.
+type KexecInput struct {
+	Disk string `json:"disk"`
+}
+
+// Command is a ramdisk command as relayed: its id is stable across retries
+// (workflow id, run id and step) so a ramdisk never runs one twice.
+type Command struct {
+	ID      string          `json:"id"`
+	NodeID  string          `json:"nodeId"`
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Result is a ramdisk's answer to a command, signed with the key certified
+// for the ramdisk at join (CertPEM), over Payload.
+type Result struct {
+	CommandID string          `json:"commandId"`
+	Kind      string          `json:"kind"`
+	OK        bool            `json:"ok"`
+	ErrorKind string          `json:"errorKind,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	Signature []byte          `json:"signature,omitempty"`
+	CertPEM   []byte          `json:"certPem,omitempty"`
+	Finished  time.Time       `json:"finished"`
+}
+
+// Progress is what a ramdisk reports while a command runs; the relay
+// activity heartbeats with it so a retry resumes.
+type Progress struct {
+	CommandID string `json:"commandId"`
+	Bytes     int64  `json:"bytes"`
+	Total     int64  `json:"total,omitempty"`
+	Disk      string `json:"disk,omitempty"`
+}
