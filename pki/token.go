@@ -70,7 +70,7 @@ func NewToken(kind TokenKind) (Token, []byte) {
 		panic("pki.NewToken: token kind " + string(kind) + " is not 2 to 8 lowercase letters")
 	}
 	var b [tokenBytes]byte
-	rand.Read(b[:]) // crypto/rand.Read never returns an error (it crashes the program instead)
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (it crashes the program instead)
 	plain := Token("bc" + string(kind) + "_" + tokenEncoding().EncodeToString(b[:]))
 	return plain, HashToken(string(plain))
 }
