@@ -35,7 +35,7 @@ type Token string
 
 // String returns the token redacted: its kind prefix and "…(redacted)".
 func (t Token) String() string {
-	if prefix, _, ok := strings.Cut(string(t), "_"); ok && len(prefix) <= 10 && isLower(prefix) {
+	if prefix, _, ok := strings.Cut(string(t), "_"); ok && strings.HasPrefix(prefix, "bc") && validKind(TokenKind(prefix[2:])) {
 		return prefix + "_…(redacted)"
 	}
 	return "(redacted)"

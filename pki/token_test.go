@@ -101,7 +101,9 @@ func TestTokenNeverPrintsItself(t *testing.T) {
 	if got, want := tok.String(), "bcsite_…(redacted)"; got != want {
 		t.Errorf("Token.String() = %q, want %q", got, want)
 	}
-	if got, want := Token("no underscore secret").String(), "(redacted)"; got != want {
-		t.Errorf("Token(malformed).String() = %q, want %q", got, want)
+	for _, malformed := range []Token{"no underscore secret", "password_hunter2", "bc_x", ""} {
+		if got, want := malformed.String(), "(redacted)"; got != want {
+			t.Errorf("Token(%s).String() = %q, want %q", malformed[:2], got, want)
+		}
 	}
 }
