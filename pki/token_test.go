@@ -103,7 +103,7 @@ func TestTokenNeverPrintsItself(t *testing.T) {
 	}
 	for _, malformed := range []Token{"no underscore secret", "password_hunter2", "bc_x", ""} {
 		if got, want := malformed.String(), "(redacted)"; got != want {
-			t.Errorf("Token(%s).String() = %q, want %q", malformed[:2], got, want)
+			t.Errorf("Token(%d bytes).String() = %q, want %q", len(malformed), got, want)
 		}
 	}
 }
