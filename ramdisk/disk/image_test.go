@@ -1,0 +1,307 @@
+package disk
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/ulikunitz/xz"
+	"golang.org/x/sys/unix"
+
+	"github.com/better-compute/better-compute/errs"
+)
+
+// testImage returns a raw image of nblocks 4 MiB blocks plus a partial tail
+// block; the blocks listed in data hold compressible pseudo-random bytes,
+// the others are zero.
+func testImage(nblocks int, tail int, data ...int) []byte {
+	img := make([]byte, nblocks*blockSize+tail)
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, b := range data {
+		blk := img[b*blockSize : min(len(img), (b+1)*blockSize)]
+		for i := 0; i < len(blk); i += 64 {
+			v := byte(r.IntN(16)) // 4 bits of entropy per run: compresses, is never all zero
+			for j := i; j < min(len(blk), i+64); j++ {
+				blk[j] = v + 1
+			}
+		}
+	}
+	return img
+}
+
+func compress(t testing.TB, raw []byte, how string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	var w io.WriteCloser
+	var err error
+	switch how {
+	case "none":
+		return raw
+	case "gzip":
+		w = gzip.NewWriter(&buf)
+	case "zstd":
+		w, err = zstd.NewWriter(&buf)
+	case "xz":
+		w, err = xz.NewWriter(&buf)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func digestOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// fillDisk writes nonzero junk over the whole (small) disk, so a hole in the
+// image must be made, not found.
+func fillDisk(t testing.TB, d Disk) {
+	t.Helper()
+	junk := bytes.Repeat([]byte{0xee}, int(d.SizeBytes))
+	if err := os.WriteFile(d.Path, junk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readDisk(t testing.TB, d Disk, n int) []byte {
+	t.Helper()
+	b, err := os.ReadFile(d.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b[:n]
+}
+
+// isHole reports whether [off, off+n) of the file has no data extent.
+func isHole(t testing.TB, path string, off, n int64) bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	next, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+	if err == unix.ENXIO {
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return next >= off+n
+}
+
+func TestWriteImageCompressions(t *testing.T) {
+	t.Parallel()
+	raw := testImage(6, 512*3, 0, 2, 5, 6) // blocks 1, 3, 4 zero; a partial tail block with data
+	for _, c := range []string{"none", "gzip", "zstd", "xz"} {
+		t.Run(c, func(t *testing.T) {
+			t.Parallel()
+			d := newFakeDisk(t, Disk{Serial: "IMG-" + c, SizeBytes: 32 << 20})
+			fillDisk(t, d)
+			stream := compress(t, raw, c)
+			var reported int64
+			res, err := WriteImage(context.Background(), bytes.NewReader(stream),
+				ImageSpec{Digest: digestOf(stream), Compression: c, Format: "raw"}, d, 0, func(n int64) { reported = n })
+			if err != nil {
+				t.Fatalf("WriteImage(%s) = %v", c, err)
+			}
+			if !res.Verified || res.ImageBytes != int64(len(raw)) || res.StreamBytes != int64(len(stream)) || reported != int64(len(raw)) {
+				t.Errorf("WriteImage(%s) = %+v, progress %d; want verified, %d image bytes, %d stream bytes",
+					c, res, reported, len(raw), len(stream))
+			}
+			if res.BytesZeroed != 3*blockSize || res.BytesWritten != int64(len(raw))-3*blockSize {
+				t.Errorf("WriteImage(%s) zeroed %d written %d, want %d and %d", c, res.BytesZeroed, res.BytesWritten,
+					3*blockSize, len(raw)-3*blockSize)
+			}
+			if got := readDisk(t, d, len(raw)); !bytes.Equal(got, raw) {
+				t.Errorf("WriteImage(%s): disk contents differ from the image", c)
+			}
+			for _, b := range []int64{1, 3, 4} {
+				if !isHole(t, d.Path, b*blockSize, blockSize) {
+					t.Errorf("WriteImage(%s): zero block %d is not a hole", c, b)
+				}
+			}
+			if isHole(t, d.Path, 2*blockSize, blockSize) {
+				t.Errorf("WriteImage(%s): data block 2 is a hole", c)
+			}
+		})
+	}
+}
+
+func TestWriteImageDigestMismatch(t *testing.T) {
+	t.Parallel()
+	d := newFakeDisk(t, Disk{Serial: "DM", SizeBytes: 16 << 20})
+	raw := testImage(2, 0, 0)
+	stream := compress(t, raw, "zstd")
+	wrong := digestOf([]byte("another image"))
+	res, err := WriteImage(context.Background(), bytes.NewReader(stream),
+		ImageSpec{Digest: wrong, Compression: "zstd"}, d, 0, nil)
+	if !errs.Is(err, errs.DriverError) || !strings.Contains(err.Error(), "digest mismatch") ||
+		!strings.Contains(err.Error(), wrong) || !strings.Contains(err.Error(), digestOf(stream)) {
+		t.Fatalf("WriteImage(wrong digest) = %v, want DRIVER_ERROR naming both digests", err)
+	}
+	if res.Verified {
+		t.Errorf("WriteImage(wrong digest) result Verified = true, want false")
+	}
+}
+
+// trailing bytes after the compressed stream are part of what was served:
+// the digest covers them, so the catalog's digest of the file still matches.
+func TestWriteImageHashesWholeStream(t *testing.T) {
+	t.Parallel()
+	d := newFakeDisk(t, Disk{Serial: "TR", SizeBytes: 16 << 20})
+	raw := testImage(1, 0, 0)
+	stream := compress(t, raw, "xz")
+	stream = append(stream, make([]byte, 4096)...) // xz streams may carry zero padding
+	res, err := WriteImage(context.Background(), bytes.NewReader(stream), ImageSpec{Digest: digestOf(stream), Compression: "xz"}, d, 0, nil)
+	if err != nil || res.StreamBytes != int64(len(stream)) {
+		t.Fatalf("WriteImage(padded xz) = %+v, %v; want verified over %d stream bytes", res, err, len(stream))
+	}
+}
+
+// countingDev counts writes and zeroings below an offset.
+type countingDev struct {
+	blockDev
+	below       int64
+	writesBelow int
+}
+
+func (c *countingDev) WriteAt(p []byte, off int64) (int, error) {
+	if off < c.below {
+		c.writesBelow++
+	}
+	return c.blockDev.WriteAt(p, off)
+}
+
+func (c *countingDev) zeroRange(off, n int64) error {
+	if off < c.below {
+		c.writesBelow++
+	}
+	return c.blockDev.zeroRange(off, n)
+}
+
+func TestWriteImageResume(t *testing.T) {
+	t.Parallel()
+	raw := testImage(8, 0, 0, 1, 3, 4, 6, 7)
+	stream := compress(t, raw, "gzip")
+	spec := ImageSpec{Digest: digestOf(stream), Compression: "gzip"}
+	const resume = 5 * blockSize
+	tests := []struct {
+		name         string
+		alterAt      int64 // -1: leave the disk as the first attempt wrote it
+		wantSkipped  int64
+		wantRepaired int64
+	}{
+		{"intact head is not rewritten", -1, resume, 0},
+		{"altered head block is repaired", 1<<20 + 3*blockSize, resume - blockSize, blockSize},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := newFakeDisk(t, Disk{Serial: "RS", SizeBytes: 64 << 20})
+			if _, err := WriteImage(context.Background(), bytes.NewReader(stream), spec, d, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+			if tt.alterAt >= 0 {
+				scribble(t, d, tt.alterAt)
+			}
+			tg, err := openTarget(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tg.Close()
+			dev := &countingDev{blockDev: tg, below: resume}
+			res, err := writeImage(context.Background(), bytes.NewReader(stream), spec, dev, d.Name, tg.size, resume, nil)
+			if err != nil {
+				t.Fatalf("writeImage(resume %d) = %v", resume, err)
+			}
+			wantWrites := int(tt.wantRepaired / blockSize)
+			if dev.writesBelow != wantWrites || res.BytesSkipped != tt.wantSkipped || res.BytesRepaired != tt.wantRepaired {
+				t.Errorf("writeImage(resume %d) = %d writes below, skipped %d, repaired %d; want %d, %d, %d",
+					resume, dev.writesBelow, res.BytesSkipped, res.BytesRepaired, wantWrites, tt.wantSkipped, tt.wantRepaired)
+			}
+			if got := readDisk(t, d, len(raw)); !bytes.Equal(got, raw) {
+				t.Errorf("writeImage(resume %d): disk differs from the image", resume)
+			}
+		})
+	}
+}
+
+func TestWriteImageTooBig(t *testing.T) {
+	t.Parallel()
+	raw := testImage(5, 0, 0, 4)
+	stream := compress(t, raw, "zstd")
+	tests := []struct {
+		name string
+		size int64 // ImageSpec.Size
+	}{
+		{"size known up front", int64(len(raw))},
+		{"size found while streaming", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := newFakeDisk(t, Disk{Serial: "TB", SizeBytes: 16 << 20})
+			_, err := WriteImage(context.Background(), bytes.NewReader(stream),
+				ImageSpec{Digest: digestOf(stream), Compression: "zstd", Size: tt.size}, d, 0, nil)
+			if !errs.Is(err, errs.InvalidInput) || !strings.Contains(err.Error(), "16777216") {
+				t.Fatalf("WriteImage(20 MiB image, 16 MiB disk) = %v, want INVALID_INPUT naming the disk size", err)
+			}
+			if tt.size > 0 && !strings.Contains(err.Error(), "20971520") {
+				t.Errorf("WriteImage() = %v, want it to name the image size 20971520", err)
+			}
+			if st, _ := os.Stat(d.Path); st.Size() != d.SizeBytes {
+				t.Errorf("disk file size after refusal = %d, want %d (nothing past the end)", st.Size(), d.SizeBytes)
+			}
+		})
+	}
+}
+
+func TestWriteImageBadInput(t *testing.T) {
+	t.Parallel()
+	d := newFakeDisk(t, Disk{Serial: "BI", SizeBytes: 16 << 20})
+	good := digestOf(nil)
+	one := testImage(1, 0, 0)
+	truncZstd := compress(t, one, "zstd")[:1000]
+	truncGzip := compress(t, one, "gzip")[:1000]
+	truncXz := compress(t, one, "xz")[:1000]
+	tests := []struct {
+		name   string
+		spec   ImageSpec
+		stream []byte
+		want   errs.Kind
+	}{
+		{"digest without algorithm", ImageSpec{Digest: strings.TrimPrefix(good, "sha256:")}, nil, errs.InvalidInput},
+		{"short digest", ImageSpec{Digest: "sha256:abcd"}, nil, errs.InvalidInput},
+		{"unknown compression", ImageSpec{Digest: good, Compression: "bzip2"}, nil, errs.InvalidInput},
+		{"qcow2", ImageSpec{Digest: good, Format: "qcow2"}, nil, errs.Unsupported},
+		{"not gzip", ImageSpec{Digest: digestOf([]byte("plain text")), Compression: "gzip"}, []byte("plain text"), errs.DriverError},
+		{"truncated zstd", ImageSpec{Digest: digestOf(truncZstd), Compression: "zstd"}, truncZstd, errs.DriverError},
+		{"truncated gzip", ImageSpec{Digest: digestOf(truncGzip), Compression: "gzip"}, truncGzip, errs.DriverError},
+		{"truncated xz", ImageSpec{Digest: digestOf(truncXz), Compression: "xz"}, truncXz, errs.DriverError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := WriteImage(context.Background(), bytes.NewReader(tt.stream), tt.spec, d, 0, nil)
+			if k := errs.KindOf(err); k != tt.want || strings.Contains(err.Error(), "digest mismatch") {
+				t.Errorf("WriteImage(%+v) = %v (kind %q), want kind %q and no digest mismatch", tt.spec, err, k, tt.want)
+			}
+		})
+	}
+}
