@@ -1,0 +1,97 @@
+package redfish
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/stmcginnis/gofish/common"
+)
+
+// fail turns an error from gofish or the network into a DRIVER_ERROR that names
+// the BMC and the HTTP status and says what to do. Our own errors pass through.
+func (d *Driver) fail(op string, err error) error {
+	var own *errs.Error
+	if errors.As(err, &own) {
+		if own.Op == "" {
+			return own.WithOp(op)
+		}
+		return own
+	}
+	err = firstFailure(err)
+	host := d.addr.HostPort()
+	e := &errs.Error{Kind: errs.DriverError, Op: op}
+	var re *common.Error
+	switch {
+	case errors.As(err, &re):
+		e.Msg = httpMessage(host, d.creds.Username, re)
+	case errors.As(err, new(*tls.CertificateVerificationError)):
+		e.Msg, e.Err = fmt.Sprintf("BMC %s presented a TLS certificate the site agent does not trust: give its CA, or allow insecure TLS for this BMC", host), err
+	case errors.Is(err, context.DeadlineExceeded):
+		e.Msg, e.Err = fmt.Sprintf("BMC %s did not answer in time: check that it is up and reachable from the site agent", host), err
+	case errors.Is(err, context.Canceled):
+		e.Msg, e.Err = fmt.Sprintf("the request to BMC %s was canceled", host), err
+	default:
+		var ne net.Error
+		if errors.As(err, &ne) {
+			e.Msg, e.Err = fmt.Sprintf("cannot reach BMC %s: check its address and the site agent's network", host), err
+		} else {
+			e.Msg, e.Err = fmt.Sprintf("BMC %s answered something the Redfish driver cannot use", host), err
+		}
+	}
+	d.log.Warn("redfish operation failed", "op", op, "err", e.Error())
+	return e
+}
+
+// httpMessage explains an HTTP error status of the BMC.
+func httpMessage(host, user string, re *common.Error) string {
+	status := re.HTTPReturnedStatusCode
+	switch status {
+	case http.StatusUnauthorized:
+		return fmt.Sprintf("BMC %s answered HTTP 401 Unauthorized: check the BMC credentials (username %q and its password) enrolled for this machine", host, user)
+	case http.StatusForbidden:
+		return fmt.Sprintf("BMC %s answered HTTP 403 Forbidden: the BMC account %q lacks the privilege for this; give it operator or administrator rights", host, user)
+	}
+	detail := re.Message
+	if len(re.ExtendedInfos) > 0 && re.ExtendedInfos[0].Message != "" {
+		detail = re.ExtendedInfos[0].Message
+	}
+	detail = strings.TrimSpace(detail)
+	if len(detail) > 300 {
+		detail = detail[:300] + "…"
+	}
+	if detail == "" {
+		return fmt.Sprintf("BMC %s answered HTTP %d %s", host, status, http.StatusText(status))
+	}
+	return fmt.Sprintf("BMC %s answered HTTP %d %s: %s", host, status, http.StatusText(status), detail)
+}
+
+// firstFailure unwraps gofish's CollectionError, which errors.As cannot see
+// through, to the failure of the first link in order.
+func firstFailure(err error) error {
+	var ce *common.CollectionError
+	if !errors.As(err, &ce) || len(ce.Failures) == 0 {
+		return err
+	}
+	links := make([]string, 0, len(ce.Failures))
+	for l := range ce.Failures {
+		links = append(links, l)
+	}
+	sort.Strings(links)
+	return ce.Failures[links[0]]
+}
+
+// statusOf returns the HTTP status of a Redfish error answer, 0 for others.
+func statusOf(err error) int {
+	var re *common.Error
+	if errors.As(firstFailure(err), &re) {
+		return re.HTTPReturnedStatusCode
+	}
+	return 0
+}
