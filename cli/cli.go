@@ -1,0 +1,161 @@
+// Package cli owns the better-compute command line: a Connect client that speaks
+// JSON to the control plane's API (client.go), the typed command tree (tenants,
+// sites, site-tokens, pools, images, profiles, hardware-profiles, workflows), the
+// generic `api` command that calls any method by name from the generated
+// descriptors, and how results (table, JSON, JMESPath) and errors are printed.
+// The main adds the commands that are not API calls (serve, pki init, demo).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/better-compute/better-compute/errs"
+)
+
+const (
+	defaultURL     = "http://127.0.0.1:7780"
+	defaultDataDir = ".better-compute"
+)
+
+// App returns the command tree. stdout gets results, stderr notes and errors.
+// extra commands (serve, pki, demo) are appended as they are. App never exits
+// the process: Main or the caller turns the error into an exit code.
+func App(stdout, stderr io.Writer, extra ...*cli.Command) *cli.App {
+	own := []*cli.Command{
+		apiCommand(),
+		tenantsCommand(),
+		sitesCommand(),
+		siteTokensCommand(),
+		poolsCommand(),
+		imagesCommand(),
+		profilesCommand(),
+		hardwareProfilesCommand(),
+		workflowsCommand(),
+	}
+	for _, c := range own {
+		prepare(c)
+	}
+	return &cli.App{
+		Name:           "better-compute",
+		Usage:          "provision bare metal through a better-compute control plane",
+		Writer:         stdout,
+		ErrWriter:      stderr,
+		Flags:          globalFlags(),
+		Commands:       append(own, extra...),
+		HideVersion:    true,
+		Action:         groupAction,
+		OnUsageError:   usageError,
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+}
+
+// Main runs the command line with args (args[0] is the program name), prints an
+// error as "error: KIND: message" to stderr and returns the exit code: 0 on
+// success, 2 for INVALID_INPUT and usage errors, 1 otherwise.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...*cli.Command) int {
+	err := App(stdout, stderr, extra...).RunContext(ctx, args)
+	if errors.Is(err, errHelpShown) {
+		return 0
+	}
+	if err != nil {
+		PrintError(stderr, err)
+	}
+	return ExitCode(err)
+}
+
+// ExitCode is the process exit code for err.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var exit *exitError
+	if errors.As(err, &exit) {
+		return exit.code
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		if e.Kind == errs.InvalidInput {
+			return 2
+		}
+		return 1
+	}
+	var coder cli.ExitCoder
+	if errors.As(err, &coder) && coder.ExitCode() != 0 {
+		return coder.ExitCode()
+	}
+	return 1
+}
+
+// PrintError writes err for an operator: "error: KIND: message", plus
+// " (field F)" for INVALID_INPUT. Errors that carry no kind print as they are.
+func PrintError(w io.Writer, err error) {
+	var exit *exitError
+	var e *errs.Error
+	switch {
+	case errors.As(err, &exit):
+		fmt.Fprintf(w, "error: %s\n", exit.msg)
+	case errors.As(err, &e):
+		msg := e.Msg
+		if e.Err != nil {
+			if msg != "" {
+				msg += ": "
+			}
+			msg += e.Err.Error()
+		}
+		line := fmt.Sprintf("error: %s: %s", e.Kind, msg)
+		if e.Kind == errs.InvalidInput && e.Field != "" {
+			line += fmt.Sprintf(" (field %s)", e.Field)
+		}
+		fmt.Fprintln(w, line)
+	default:
+		fmt.Fprintf(w, "error: %v\n", err)
+	}
+}
+
+// exitError ends a command that already printed its result with a non-zero
+// code, such as profiles validate on an invalid profile.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// prepare walks our own commands: groups reject unknown subcommands, leaves
+// take the output flags, and every command reports usage errors as INVALID_INPUT.
+func prepare(c *cli.Command) {
+	c.OnUsageError = usageError
+	if len(c.Subcommands) > 0 {
+		c.Action = groupAction
+		for _, s := range c.Subcommands {
+			prepare(s)
+		}
+		return
+	}
+	c.Flags = append(c.Flags, outputFlags()...)
+}
+
+// groupAction runs when a group (or the root) is called without a known
+// subcommand: help when nothing was given, a usage error otherwise.
+func groupAction(c *cli.Context) error {
+	if c.Args().Present() {
+		return errs.Invalid("command", "unknown command %q; run %q for the list", c.Args().First(), helpName(c)+" --help")
+	}
+	return cli.ShowSubcommandHelp(c)
+}
+
+func helpName(c *cli.Context) string {
+	if c.Command != nil && c.Command.HelpName != "" {
+		return c.Command.HelpName
+	}
+	return c.App.Name
+}
+
+func usageError(c *cli.Context, err error, _ bool) error {
+	return errs.Invalid("", "%v (see %s --help)", err, helpName(c))
+}
