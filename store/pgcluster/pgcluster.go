@@ -7,8 +7,8 @@ package pgcluster
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"

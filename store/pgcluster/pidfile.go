@@ -115,8 +115,13 @@ func (c *Cluster) clearStale(ctx context.Context, pf pidFile) error {
 	if err := os.Remove(filepath.Join(c.dir, "postmaster.pid")); err != nil && !os.IsNotExist(err) {
 		return errs.Wrap(errs.Internal, err, "remove stale postmaster.pid")
 	}
-	if isPrivateSocketDir(pf.socketDir) {
+	// The socket's lock file also names the dead pid, and stops a new server the same way.
+	switch {
+	case isPrivateSocketDir(pf.socketDir):
 		_ = os.RemoveAll(pf.socketDir)
+	case pf.socketDir == c.dir:
+		_ = os.Remove(filepath.Join(c.dir, socketFile+".lock"))
+		_ = os.Remove(filepath.Join(c.dir, socketFile))
 	}
 	c.logger.Info("removed stale postmaster.pid", "dir", c.dir, "deadPID", pf.pid)
 	return nil
