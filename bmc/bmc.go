@@ -117,7 +117,7 @@ type Inventory struct {
 	Model        string   `json:"model,omitempty"`
 	Serial       string   `json:"serial,omitempty"`
 	ProductUUID  string   `json:"productUuid,omitempty"` // SMBIOS system UUID, lowercase canonical form
-	MACs         []string `json:"macs,omitempty"`        // NIC MACs, lowercase colon form, deduplicated, BMC order
+	MACs         []string `json:"macs,omitempty"`        // NIC MACs, lowercase colon form, deduplicated, sorted
 	CPUCount     int      `json:"cpuCount,omitempty"`    // physical processors (sockets)
 	CPUThreads   int      `json:"cpuThreads,omitempty"`  // logical processors, when the BMC says
 	MemoryBytes  uint64   `json:"memoryBytes,omitempty"` // installed system memory

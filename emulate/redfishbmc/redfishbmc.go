@@ -46,6 +46,9 @@ type Config struct {
 	// ResetTypes overrides the ResetType@Redfish.AllowableValues of the system;
 	// nil keeps the tree's own (ours allows every type the emulator implements).
 	ResetTypes []string
+	// BootTargets overrides the BootSourceOverrideTarget allowable values; nil
+	// keeps the tree's own.
+	BootTargets []string
 	// PoweredOn starts the machine on; it starts off otherwise.
 	PoweredOn bool
 	// DefaultBoot is where the machine boots with no override; disk when empty.
@@ -108,6 +111,9 @@ func New(cfg Config) (*BMC, error) {
 	}
 	if cfg.ResetTypes != nil {
 		b.resetTypes = append([]string(nil), cfg.ResetTypes...)
+	}
+	if cfg.BootTargets != nil {
+		b.bootTargets = append([]string(nil), cfg.BootTargets...)
 	}
 	b.m = machine{power: bmc.Off, bootTarget: "None", bootEnabled: "Disabled", bootMode: "UEFI", resets: map[string]int{}}
 	if cfg.PoweredOn {
