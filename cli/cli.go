@@ -40,6 +40,9 @@ func App(stdout, stderr io.Writer, extra ...*cli.Command) *cli.App {
 	for _, c := range own {
 		prepare(c)
 	}
+	for _, c := range extra {
+		prepareExtra(c)
+	}
 	return &cli.App{
 		Name:           "better-compute",
 		Usage:          "provision bare metal through a better-compute control plane",
@@ -138,6 +141,20 @@ func prepare(c *cli.Command) {
 		return
 	}
 	c.Flags = append(c.Flags, outputFlags()...)
+}
+
+// prepareExtra gives the caller's commands the same usage errors and unknown
+// subcommand handling, leaving their flags and actions alone.
+func prepareExtra(c *cli.Command) {
+	if c.OnUsageError == nil {
+		c.OnUsageError = usageError
+	}
+	if len(c.Subcommands) > 0 && c.Action == nil {
+		c.Action = groupAction
+	}
+	for _, s := range c.Subcommands {
+		prepareExtra(s)
+	}
 }
 
 // groupAction runs when a group (or the root) is called without a known
