@@ -35,7 +35,7 @@ func TestImages(t *testing.T) {
 		t.Errorf("GetImage(a, %s) = %v (-created +got):\n%s", img1.ID, err, diff)
 	}
 	list, err := s.ListImages(ctx, "a")
-	if diff := cmp.Diff([]store.Image{img1, img2}, list); err != nil || diff != "" {
+	if diff := cmp.Diff(byID(imageID, img1, img2), list); err != nil || diff != "" {
 		t.Errorf("ListImages(a) = %v (-want +got):\n%s", err, diff)
 	}
 	_, err = s.CreateImage(ctx, store.Image{ID: img1.ID, TenantID: "a", Name: "dup"})

@@ -2,7 +2,10 @@ package store_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/testpg"
@@ -28,6 +31,20 @@ func schemaVersions(t *testing.T, s *store.Store) []int {
 	return vs
 }
 
+// allVersions returns 1…n for the n migrations in ./migrations.
+func allVersions(t *testing.T) []int {
+	t.Helper()
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("migrations/*.sql = %v, %v", files, err)
+	}
+	var vs []int
+	for i := range files {
+		vs = append(vs, i+1)
+	}
+	return vs
+}
+
 func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
 	s := testpg.Open(t, testpg.NewDatabase(t))
@@ -36,8 +53,8 @@ func TestMigrateTwice(t *testing.T) {
 			t.Fatalf("Migrate() #%d = %v", i+1, err)
 		}
 	}
-	if got := schemaVersions(t, s); len(got) != 1 || got[0] != 1 {
-		t.Errorf("schema_migrations = %v, want [1]", got)
+	if diff := cmp.Diff(allVersions(t), schemaVersions(t, s)); diff != "" {
+		t.Errorf("schema_migrations (-want +got):\n%s", diff)
 	}
 	if err := s.EnsureTenant(t.Context(), "a"); err != nil {
 		t.Errorf("EnsureTenant() after Migrate = %v", err)
@@ -56,8 +73,8 @@ func TestMigrateConcurrently(t *testing.T) {
 			t.Errorf("concurrent Migrate() #%d = %v", i+1, err)
 		}
 	}
-	if got := schemaVersions(t, stores[0]); len(got) != 1 || got[0] != 1 {
-		t.Errorf("schema_migrations = %v, want [1]", got)
+	if diff := cmp.Diff(allVersions(t), schemaVersions(t, stores[0])); diff != "" {
+		t.Errorf("schema_migrations (-want +got):\n%s", diff)
 	}
 }
 

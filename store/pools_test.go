@@ -44,7 +44,7 @@ func TestPools(t *testing.T) {
 		site string
 		want []store.Pool
 	}{
-		{"", []store.Pool{p1, p2}},
+		{"", byID(poolID, p1, p2)},
 		{site.ID, []store.Pool{p1}},
 		{other.ID, []store.Pool{p2}},
 		{"site_none", []store.Pool{}},

@@ -56,7 +56,7 @@ func TestCreateSite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListSites(a) = %v", err)
 	}
-	if diff := cmp.Diff([]store.Site{a1, a2, keyed}, list); diff != "" {
+	if diff := cmp.Diff(byID(siteID, a1, a2, keyed), list); diff != "" {
 		t.Errorf("ListSites(a) (-want +got):\n%s", diff)
 	}
 }

@@ -2,6 +2,8 @@ package store_test
 
 import (
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -31,6 +33,17 @@ func newTenants(t *testing.T) *store.Store {
 	}
 	return s
 }
+
+// byID sorts xs by their id, the order lists come in: ids sort by creation time
+// only to the millisecond, so objects made in one millisecond come in any order.
+func byID[T any](id func(T) string, xs ...T) []T {
+	slices.SortFunc(xs, func(a, b T) int { return strings.Compare(id(a), id(b)) })
+	return xs
+}
+
+func siteID(x store.Site) string   { return x.ID }
+func poolID(x store.Pool) string   { return x.ID }
+func imageID(x store.Image) string { return x.ID }
 
 // wantKind fails the test unless err has kind k.
 func wantKind(t *testing.T, call string, err error, k errs.Kind) {
