@@ -1,0 +1,241 @@
+// Package tserver owns the Temporal server that better-compute embeds: a
+// single-process cluster on one SQLite file in the data directory (or in
+// memory for tests), its namespace and custom search attributes, and the
+// Temporal Web UI beside it. It is the only package (with
+// internal/testtemporal) that imports go.temporal.io/server, whose link is
+// slow; code that only needs the search attribute names imports
+// tserver/searchattrs instead.
+package tserver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/membership/static"
+	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/temporal"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/tserver/searchattrs"
+)
+
+// Config says where and how to run the embedded server.
+type Config struct {
+	// DataDir holds the SQLite file DataDir/temporal.db (WAL mode). "" keeps
+	// everything in memory (tests).
+	DataDir string
+	// Namespace is created at start; "" means "default".
+	Namespace string
+	// Host is the IP the frontend and the UI listen on; "" means 127.0.0.1.
+	Host string
+	// FrontendPort is the gRPC port; 0 picks a free one.
+	FrontendPort int
+	// UIPort is the Web UI's port: 0 means FrontendPort+1000 if free, else a
+	// free port; -1 means no UI.
+	UIPort int
+	// CodecEndpoint is an optional URL the UI calls to decode payloads
+	// (see package codec).
+	CodecEndpoint string
+	// Logger receives the server's own warnings and errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running embedded Temporal server.
+type Server struct {
+	temporal temporal.Server
+	ui       *uiserver.Server
+	frontend string
+	uiURL    string
+	log      *slog.Logger
+	logLevel *slog.LevelVar // the server's own logs: warn, then error while stopping
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// startTimeout bounds the wait for the frontend and the UI to answer.
+const startTimeout = 30 * time.Second
+
+// Start starts the server and, unless cfg.UIPort is -1, the Web UI, and
+// returns once the frontend answers and the namespace has the search
+// attributes. A port already in use is an UNAVAILABLE error.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	const op = "temporal.start"
+	began := time.Now()
+	cfg = withDefaults(cfg)
+	p, err := resolvePorts(cfg)
+	if err != nil {
+		return nil, withOp(err, op)
+	}
+	sc, err := sqlConfig(cfg)
+	if err != nil {
+		return nil, withOp(err, op)
+	}
+	if err := createNamespace(sc, cfg.Namespace); err != nil {
+		return nil, withOp(err, op)
+	}
+	s := &Server{
+		frontend: net.JoinHostPort(connectHost(cfg.Host), strconv.Itoa(p.frontend)),
+		log:      cfg.Logger,
+		logLevel: new(slog.LevelVar),
+	}
+	s.logLevel.Set(slog.LevelWarn)
+	if err := s.startTemporal(cfg, sc, p); err != nil {
+		return nil, withOp(err, op)
+	}
+	if err := s.ready(ctx, cfg.Namespace); err != nil {
+		s.Stop()
+		return nil, withOp(err, op)
+	}
+	if p.ui != 0 {
+		if err := s.startUI(cfg, p.ui); err != nil {
+			s.Stop()
+			return nil, withOp(err, op)
+		}
+	}
+	cfg.Logger.Info("temporal server started", "frontend", s.frontend, "ui", s.uiURL,
+		"namespace", cfg.Namespace, "dataDir", cfg.DataDir, "took", time.Since(began).Round(time.Millisecond))
+	return s, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.Host == "" || cfg.Host == "localhost" {
+		cfg.Host = "127.0.0.1" // the server wants an IP
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+// resolvePorts checks the ports asked for and picks the others.
+func resolvePorts(cfg Config) (ports, error) {
+	var p ports
+	var err error
+	if cfg.FrontendPort < 0 || cfg.FrontendPort > 65535 {
+		return p, errs.Invalid("temporal.frontendPort", "port %d is out of range", cfg.FrontendPort)
+	}
+	if cfg.UIPort < -1 || cfg.UIPort > 65535 {
+		return p, errs.Invalid("temporal.uiPort", "port %d is out of range (-1 turns the UI off)", cfg.UIPort)
+	}
+	if p.frontend = cfg.FrontendPort; p.frontend == 0 {
+		if p.frontend, err = freePort(cfg.Host); err != nil {
+			return p, err
+		}
+	} else if err := checkPortFree(cfg.Host, p.frontend, "Temporal frontend"); err != nil {
+		return p, err
+	}
+	dial := connectHost(cfg.Host)
+	for _, q := range []*int{&p.history, &p.matching, &p.worker} {
+		if *q, err = freePort(dial); err != nil {
+			return p, err
+		}
+	}
+	switch {
+	case cfg.UIPort > 0:
+		p.ui = cfg.UIPort
+		err = checkPortFree(cfg.Host, p.ui, "Temporal Web UI")
+	case cfg.UIPort == 0:
+		p.ui = p.frontend + 1000
+		if p.ui > 65535 || checkPortFree(cfg.Host, p.ui, "Temporal Web UI") != nil {
+			p.ui, err = freePort(cfg.Host)
+		}
+	}
+	return p, err
+}
+
+// startTemporal builds and starts the server. The server's Fatal logs panic
+// (see slogLogger): a panic during start is returned as an error.
+func (s *Server) startTemporal(cfg Config, sc *config.SQL, p ports) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errs.New(errs.Internal, "the Temporal server failed to start: %v", r)
+		}
+	}()
+	conf := serverConfig(cfg, sc, p)
+	local := func(port int) static.Hosts {
+		return static.SingleLocalHost(net.JoinHostPort(connectHost(cfg.Host), strconv.Itoa(port)))
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: local(p.frontend),
+			primitives.HistoryService:  local(p.history),
+			primitives.MatchingService: local(p.matching),
+			primitives.WorkerService:   local(p.worker),
+		}),
+		temporal.WithLogger(slogLogger{log: cfg.Logger, min: s.logLevel}),
+		temporal.WithDynamicConfigClient(dynamicConfig()),
+	)
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "cannot build the Temporal server")
+	}
+	if err := srv.Start(); err != nil {
+		srv.Stop()
+		return errs.Wrap(errs.Internal, err, "the Temporal server failed to start")
+	}
+	s.temporal = srv
+	return nil
+}
+
+// ready waits for the frontend to answer and makes sure the namespace has
+// the search attributes (a database made before an attribute was added
+// lacks it: CreateNamespaces does nothing to an existing namespace).
+func (s *Server) ready(ctx context.Context, namespace string) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{
+		HostPort:  s.frontend,
+		Namespace: namespace,
+		Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+	})
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, err, "the Temporal frontend at %s does not answer", s.frontend)
+	}
+	defer c.Close()
+	return searchattrs.Register(ctx, c, namespace)
+}
+
+// FrontendAddress is the host:port of the frontend, for clients and workers.
+func (s *Server) FrontendAddress() string { return s.frontend }
+
+// UIURL is the Web UI's base URL, or "" when the UI is off.
+func (s *Server) UIURL() string { return s.uiURL }
+
+// Stop stops the UI and the server. It is safe to call more than once; later
+// calls return the first call's result.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		// Shutting down, the server's services warn about each other going away.
+		s.logLevel.Set(slog.LevelError)
+		if s.ui != nil {
+			s.ui.Stop()
+		}
+		if s.temporal != nil {
+			if err := s.temporal.Stop(); err != nil {
+				s.stopErr = errs.Wrap(errs.Internal, err, "the Temporal server did not stop cleanly")
+			}
+		}
+	})
+	return s.stopErr
+}
+
+func withOp(err error, op string) error {
+	if e, ok := err.(*errs.Error); ok {
+		return e.WithOp(op)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

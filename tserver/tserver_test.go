@@ -1,0 +1,166 @@
+package tserver
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/tserver/searchattrs"
+)
+
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func startServer(t *testing.T, ctx context.Context, cfg Config) *Server {
+	t.Helper()
+	began := time.Now()
+	s, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Start(%+v) = %v", cfg, err)
+	}
+	t.Logf("Start(dataDir=%q) took %v", cfg.DataDir, time.Since(began).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("Stop() = %v", err)
+		}
+	})
+	return s
+}
+
+func dial(t *testing.T, s *Server, ns string) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: s.FrontendAddress(), Namespace: ns})
+	if err != nil {
+		t.Fatalf("client.Dial(%s) = %v", s.FrontendAddress(), err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestFileBackedRestart starts a server on a data dir, starts a workflow with
+// a search attribute, restarts the server on the same dir and finds the
+// workflow again by a visibility query; the UI answers on both runs.
+func TestFileBackedRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns = "bc-test"
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir, Namespace: ns, Logger: testLogger()}
+
+	s1 := startServer(t, ctx, cfg)
+	if _, err := os.Stat(filepath.Join(dir, DatabaseFile+"-wal")); err != nil {
+		t.Errorf("database is not in WAL mode: %v", err)
+	}
+	checkUI(t, s1)
+	c1 := dial(t, s1, ns)
+	for i := range 2 {
+		if err := RegisterSearchAttributes(ctx, c1, ns); err != nil {
+			t.Fatalf("RegisterSearchAttributes #%d = %v", i+1, err)
+		}
+	}
+	run, err := c1.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        "wf-restart",
+		TaskQueue: "nobody-serves-this",
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword(searchattrs.NodeID).ValueSet("node_x"),
+			temporal.NewSearchAttributeKeyInt64(searchattrs.ProfileVersion).ValueSet(3),
+		),
+	}, "NobodyServes")
+	if err != nil {
+		t.Fatalf("ExecuteWorkflow = %v", err)
+	}
+	c1.Close()
+	if err := s1.Stop(); err != nil {
+		t.Fatalf("Stop() = %v", err)
+	}
+	if err := s1.Stop(); err != nil {
+		t.Errorf("second Stop() = %v, want nil", err)
+	}
+
+	s2 := startServer(t, ctx, cfg)
+	checkUI(t, s2)
+	c2 := dial(t, s2, ns)
+	ids := pollVisibility(t, ctx, c2, ns, `NodeId = "node_x" AND ProfileVersion = 3`)
+	if len(ids) != 1 || ids[0] != run.GetID() {
+		t.Errorf("ListWorkflow(NodeId = node_x) after restart = %v, want [%s]", ids, run.GetID())
+	}
+}
+
+// pollVisibility retries query until it finds something: visibility is
+// eventually consistent.
+func pollVisibility(t *testing.T, ctx context.Context, c client.Client, ns, query string) []string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: ns, Query: query})
+		if err != nil {
+			t.Fatalf("ListWorkflow(%q) = %v", query, err)
+		}
+		var ids []string
+		for _, e := range resp.GetExecutions() {
+			ids = append(ids, e.GetExecution().GetWorkflowId())
+		}
+		if len(ids) > 0 || time.Now().After(deadline) {
+			return ids
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func checkUI(t *testing.T, s *Server) {
+	t.Helper()
+	if s.UIURL() == "" {
+		t.Fatalf("UIURL() = \"\", want a URL")
+	}
+	resp, err := http.Get(s.UIURL() + "/")
+	if err != nil {
+		t.Fatalf("GET %s/ = %v", s.UIURL(), err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s/ = %d, want 200", s.UIURL(), resp.StatusCode)
+	}
+}
+
+// TestPortTaken checks that a busy port is a clear error, not an exit.
+func TestPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"frontend", Config{FrontendPort: taken, UIPort: -1}, "Temporal frontend address"},
+		{"ui", Config{UIPort: taken}, "Temporal Web UI address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Logger = testLogger()
+			s, err := Start(context.Background(), tt.cfg)
+			if err == nil {
+				s.Stop()
+				t.Fatalf("Start(port %d taken) = nil error, want one", taken)
+			}
+			if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "already in use") {
+				t.Errorf("Start(port %d taken) = %v, want UNAVAILABLE naming %q and 'already in use'", taken, err, tt.want)
+			}
+		})
+	}
+}
