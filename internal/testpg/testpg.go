@@ -44,7 +44,7 @@ func Main(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := pgcluster.Start(ctx, dir, logger)
+	c, err := pgcluster.StartConfig(ctx, pgcluster.Config{Dir: dir, Logger: logger, Ephemeral: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testpg: start PostgreSQL:", err)
 		return 1

@@ -45,17 +45,23 @@ type Cluster struct {
 	acct      account
 	logger    *slog.Logger
 	socketDir string
+	ephemeral bool
 
 	mu      sync.Mutex
 	stopped bool
 }
 
-// config is what Start needs; tests change where the programs are looked for.
-type config struct {
-	dir     string
-	logger  *slog.Logger
-	path    string // PATH-style list of directories to look for the programs in
-	libRoot string // then the newest <libRoot>/<major>/bin
+// Config says where and how to run a cluster.
+type Config struct {
+	Dir    string // the cluster's directory (its PGDATA)
+	Logger *slog.Logger
+	// Ephemeral trades durability for speed: fsync and full-page writes are off,
+	// so an operating-system crash (not a killed server) may corrupt the cluster.
+	// For tests, whose data is thrown away.
+	Ephemeral bool
+
+	// Where the programs are looked for; "" means PATH, then /usr/lib/postgresql.
+	path, libRoot string
 }
 
 // Start starts the cluster in dir (its PGDATA), creating it first if dir is not a
@@ -63,16 +69,24 @@ type config struct {
 // when one died (killed -9) its leftovers are cleared. The server's log is
 // dir/postgres.log.
 func Start(ctx context.Context, dir string, logger *slog.Logger) (*Cluster, error) {
-	// The search follows PATH like exec.LookPath does.
-	return start(ctx, config{dir: dir, logger: logger, path: os.Getenv("PATH"), libRoot: debianLibRoot})
+	return StartConfig(ctx, Config{Dir: dir, Logger: logger})
 }
 
-func start(ctx context.Context, cfg config) (*Cluster, error) {
+// StartConfig is Start with more choices.
+func StartConfig(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.path == "" && cfg.libRoot == "" {
+		// The search follows PATH like exec.LookPath does.
+		cfg.path, cfg.libRoot = os.Getenv("PATH"), debianLibRoot
+	}
+	return start(ctx, cfg)
+}
+
+func start(ctx context.Context, cfg Config) (*Cluster, error) {
 	bins, err := findBinaries(cfg.path, cfg.libRoot)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := prepareDir(cfg.dir)
+	dir, err := prepareDir(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -80,11 +94,11 @@ func start(ctx context.Context, cfg config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	logger := cfg.logger
+	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Cluster{dir: dir, bins: bins, acct: acct, logger: logger.With("component", "pgcluster")}
+	c := &Cluster{dir: dir, bins: bins, acct: acct, ephemeral: cfg.Ephemeral, logger: logger.With("component", "pgcluster")}
 	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); os.IsNotExist(err) {
 		if err := c.initdb(ctx); err != nil {
 			return nil, err
@@ -221,11 +235,15 @@ func (c *Cluster) removeSocketDir() {
 	}
 }
 
-// writeSettings writes the settings that change from start to start: no TCP, the
-// socket's directory, and a socket only the server's user may open.
+// writeSettings writes the settings that may change from start to start: no TCP,
+// the socket's directory, a socket only the server's user may open, and the
+// ephemeral trade-offs.
 func (c *Cluster) writeSettings() error {
 	s := fmt.Sprintf("listen_addresses = ''\nport = %s\nunix_socket_directories = '%s'\nunix_socket_permissions = 0700\n",
 		port, strings.ReplaceAll(c.socketDir, "'", "''"))
+	if c.ephemeral {
+		s += "fsync = off\nfull_page_writes = off\nsynchronous_commit = off\n"
+	}
 	path := filepath.Join(c.dir, settingsFile)
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		return errs.Wrap(errs.Internal, err, "write %s", settingsFile)

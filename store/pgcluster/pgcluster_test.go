@@ -78,6 +78,9 @@ func TestStartStopRestartKeepsData(t *testing.T) {
 	if got := query(t, c, "kept", "SHOW server_encoding"); got != "UTF8" {
 		t.Errorf("server_encoding = %q, want UTF8", got)
 	}
+	if got := query(t, c, "kept", "SHOW fsync"); got != "on" {
+		t.Errorf("fsync = %q, want on", got)
+	}
 	oldSocket := c.socketDir
 	for i := range 2 {
 		if err := c.Stop(); err != nil {
@@ -149,13 +152,19 @@ func TestStartWithReusedPid(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c = startCluster(t, dir)
-	query(t, c, "postgres", "SELECT 'restarted'")
+	c, err = StartConfig(t.Context(), Config{Dir: dir, Ephemeral: true})
+	if err != nil {
+		t.Fatalf("StartConfig(%s, stale pid) = %v", dir, err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	if got := query(t, c, "postgres", "SHOW fsync"); got != "off" {
+		t.Errorf("ephemeral cluster: fsync = %q, want off", got)
+	}
 }
 
 func TestMissingBinaries(t *testing.T) {
 	t.Parallel()
-	_, err := start(t.Context(), config{dir: t.TempDir(), path: t.TempDir(), libRoot: filepath.Join(t.TempDir(), "none")})
+	_, err := start(t.Context(), Config{Dir: t.TempDir(), path: t.TempDir(), libRoot: filepath.Join(t.TempDir(), "none")})
 	if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), "apt-get install -y postgresql-15") {
 		t.Errorf("start(no binaries) = %v, want UNAVAILABLE naming the postgresql-15 package", err)
 	}
