@@ -14,7 +14,7 @@ import (
 // only warnings and worse: the server logs a great deal at info.
 type slogLogger struct {
 	log *slog.Logger
-	min *slog.LevelVar // raised to error while stopping: shutdown is noisy
+	min *slog.LevelVar // raised above error while stopping: shutdown is noisy
 }
 
 var _ log.Logger = slogLogger{}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -56,7 +57,8 @@ type Server struct {
 	frontend string
 	uiURL    string
 	log      *slog.Logger
-	logLevel *slog.LevelVar // the server's own logs: warn, then error while stopping
+	logLevel *slog.LevelVar // the server's own logs: warn and up, none while stopping
+	lock     *os.File       // holds the data directory's lock; nil in memory
 
 	stopOnce sync.Once
 	stopErr  error
@@ -67,7 +69,9 @@ const startTimeout = 30 * time.Second
 
 // Start starts the server and, unless cfg.UIPort is -1, the Web UI, and
 // returns once the frontend answers and the namespace has the search
-// attributes. A port already in use is an UNAVAILABLE error.
+// attributes. A port already in use is an UNAVAILABLE error, a data
+// directory that another running server holds is INVALID_STATE; both are
+// found before anything binds.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	const op = "temporal.start"
 	began := time.Now()
@@ -76,35 +80,48 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, withOp(err, op)
 	}
-	sc, err := sqlConfig(cfg)
-	if err != nil {
-		return nil, withOp(err, op)
-	}
-	if err := createNamespace(sc, cfg.Namespace); err != nil {
-		return nil, withOp(err, op)
-	}
 	s := &Server{
 		frontend: net.JoinHostPort(connectHost(cfg.Host), strconv.Itoa(p.frontend)),
 		log:      cfg.Logger,
 		logLevel: new(slog.LevelVar),
 	}
 	s.logLevel.Set(slog.LevelWarn)
-	if err := s.startTemporal(cfg, sc, p); err != nil {
-		return nil, withOp(err, op)
-	}
-	if err := s.ready(ctx, cfg.Namespace); err != nil {
+	if err := s.start(ctx, cfg, p); err != nil {
 		s.Stop()
 		return nil, withOp(err, op)
-	}
-	if p.ui != 0 {
-		if err := s.startUI(cfg, p.ui); err != nil {
-			s.Stop()
-			return nil, withOp(err, op)
-		}
 	}
 	cfg.Logger.Info("temporal server started", "frontend", s.frontend, "ui", s.uiURL,
 		"namespace", cfg.Namespace, "dataDir", cfg.DataDir, "took", time.Since(began).Round(time.Millisecond))
 	return s, nil
+}
+
+// start locks the data directory, prepares the database, starts the server
+// and waits for it, then starts the UI. On error the caller stops s.
+func (s *Server) start(ctx context.Context, cfg Config, p ports) error {
+	if cfg.DataDir != "" {
+		lock, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		s.lock = lock
+	}
+	sc, err := sqlConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := createNamespace(sc, cfg.Namespace); err != nil {
+		return err
+	}
+	if err := s.startTemporal(cfg, sc, p); err != nil {
+		return err
+	}
+	if err := s.ready(ctx, cfg.Namespace); err != nil {
+		return err
+	}
+	if p.ui != 0 {
+		return s.startUI(cfg, p.ui)
+	}
+	return nil
 }
 
 func withDefaults(cfg Config) Config {
@@ -219,8 +236,9 @@ func (s *Server) UIURL() string { return s.uiURL }
 // calls return the first call's result.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
-		// Shutting down, the server's services warn about each other going away.
-		s.logLevel.Set(slog.LevelError)
+		// Shutting down, the server's services complain about each other
+		// going away; a real failure to stop is returned.
+		s.logLevel.Set(slog.LevelError + 4)
 		if s.ui != nil {
 			s.ui.Stop()
 		}
@@ -228,6 +246,9 @@ func (s *Server) Stop() error {
 			if err := s.temporal.Stop(); err != nil {
 				s.stopErr = errs.Wrap(errs.Internal, err, "the Temporal server did not stop cleanly")
 			}
+		}
+		if s.lock != nil {
+			s.lock.Close() // closing the file releases the lock
 		}
 	})
 	return s.stopErr

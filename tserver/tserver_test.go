@@ -2,6 +2,7 @@ package tserver
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -57,13 +58,26 @@ func TestFileBackedRestart(t *testing.T) {
 	defer cancel()
 	const ns = "bc-test"
 	dir := t.TempDir()
-	cfg := Config{DataDir: dir, Namespace: ns, Logger: testLogger()}
+	const codecURL = "http://127.0.0.1:8080/codec"
+	cfg := Config{DataDir: dir, Namespace: ns, CodecEndpoint: codecURL, Logger: testLogger()}
 
 	s1 := startServer(t, ctx, cfg)
 	if _, err := os.Stat(filepath.Join(dir, DatabaseFile+"-wal")); err != nil {
 		t.Errorf("database is not in WAL mode: %v", err)
 	}
+	if s, err := Start(ctx, Config{DataDir: dir, Namespace: ns, UIPort: -1, Logger: testLogger()}); !errs.Is(err, errs.InvalidState) {
+		if err == nil {
+			s.Stop()
+		}
+		t.Errorf("Start(same data dir while running) = %v, want INVALID_STATE", err)
+	}
 	checkUI(t, s1)
+	if body := uiGet(t, s1, "/api/v1/settings"); !strings.Contains(body, codecURL) {
+		t.Errorf("GET /api/v1/settings = %s, want the codec endpoint %s", body, codecURL)
+	}
+	if body := uiGet(t, s1, "/api/v1/namespaces/"+ns); !strings.Contains(body, ns) {
+		t.Errorf("GET /api/v1/namespaces/%s (through the UI to the frontend) = %s, want the namespace", ns, body)
+	}
 	c1 := dial(t, s1, ns)
 	for i := range 2 {
 		if err := RegisterSearchAttributes(ctx, c1, ns); err != nil {
@@ -124,14 +138,22 @@ func checkUI(t *testing.T, s *Server) {
 	if s.UIURL() == "" {
 		t.Fatalf("UIURL() = \"\", want a URL")
 	}
-	resp, err := http.Get(s.UIURL() + "/")
+	uiGet(t, s, "/")
+}
+
+// uiGet fetches path from the UI, wants 200 and returns the body.
+func uiGet(t *testing.T, s *Server, path string) string {
+	t.Helper()
+	resp, err := http.Get(s.UIURL() + path)
 	if err != nil {
-		t.Fatalf("GET %s/ = %v", s.UIURL(), err)
+		t.Fatalf("GET %s%s = %v", s.UIURL(), path, err)
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET %s/ = %d, want 200", s.UIURL(), resp.StatusCode)
+		t.Errorf("GET %s%s = %d %.200s, want 200", s.UIURL(), path, resp.StatusCode, body)
 	}
+	return string(body)
 }
 
 // TestPortTaken checks that a busy port is a clear error, not an exit.
