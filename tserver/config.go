@@ -31,6 +31,7 @@ const (
 	DatabaseFile = "temporal.db"
 
 	storeName = "sqlite-default"
+	loopback  = "127.0.0.1"
 )
 
 // ports are the ports resolved from Config before anything binds.
@@ -95,7 +96,7 @@ func serverConfig(cfg Config, sc *config.SQL, p ports) *config.Config {
 	dial := connectHost(cfg.Host)
 	frontend := net.JoinHostPort(dial, strconv.Itoa(p.frontend))
 	c.Global.Membership.MaxJoinDuration = 30 * time.Second
-	c.Global.Membership.BroadcastAddress = dial
+	c.Global.Membership.BroadcastAddress = loopback // only ringpop reads it; we use static hosts
 	c.Persistence = config.Persistence{
 		DefaultStore:     storeName,
 		VisibilityStore:  storeName,
@@ -118,9 +119,10 @@ func serverConfig(cfg Config, sc *config.SQL, p ports) *config.Config {
 	c.DCRedirectionPolicy.Policy = "noop"
 	c.Services = map[string]config.Service{
 		"frontend": serviceConfig(cfg.Host, p.frontend),
-		"history":  serviceConfig(dial, p.history),
-		"matching": serviceConfig(dial, p.matching),
-		"worker":   serviceConfig(dial, p.worker),
+		// The internal services listen on loopback only, whatever Host is.
+		"history":  serviceConfig(loopback, p.history),
+		"matching": serviceConfig(loopback, p.matching),
+		"worker":   serviceConfig(loopback, p.worker),
 	}
 	c.Archival.History.State = "disabled"
 	c.Archival.Visibility.State = "disabled"

@@ -154,9 +154,8 @@ func resolvePorts(cfg Config) (ports, error) {
 	} else if err := checkPortFree(cfg.Host, p.frontend, "Temporal frontend"); err != nil {
 		return p, err
 	}
-	dial := connectHost(cfg.Host)
 	for _, q := range []*int{&p.history, &p.matching, &p.worker} {
-		if *q, err = freePort(dial); err != nil {
+		if *q, err = freePort(loopback); err != nil {
 			return p, err
 		}
 	}
@@ -182,17 +181,17 @@ func (s *Server) startTemporal(cfg Config, sc *config.SQL, p ports) (err error) 
 		}
 	}()
 	conf := serverConfig(cfg, sc, p)
-	local := func(port int) static.Hosts {
-		return static.SingleLocalHost(net.JoinHostPort(connectHost(cfg.Host), strconv.Itoa(port)))
+	local := func(host string, port int) static.Hosts {
+		return static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(port)))
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(conf),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
-			primitives.FrontendService: local(p.frontend),
-			primitives.HistoryService:  local(p.history),
-			primitives.MatchingService: local(p.matching),
-			primitives.WorkerService:   local(p.worker),
+			primitives.FrontendService: local(connectHost(cfg.Host), p.frontend),
+			primitives.HistoryService:  local(loopback, p.history),
+			primitives.MatchingService: local(loopback, p.matching),
+			primitives.WorkerService:   local(loopback, p.worker),
 		}),
 		temporal.WithLogger(slogLogger{log: cfg.Logger, min: s.logLevel}),
 		temporal.WithDynamicConfigClient(dynamicConfig()),
