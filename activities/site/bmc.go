@@ -1,0 +1,87 @@
+package site
+
+import (
+	"context"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+)
+
+// SetPower is power.setPower: it performs the action and reports the power
+// state the BMC reads afterwards.
+func (a *Activities) SetPower(ctx context.Context, in kinds.SetPowerInput) (kinds.SetPowerOutput, error) {
+	if _, err := bmc.ParsePowerAction(string(in.Action)); err != nil {
+		return kinds.SetPowerOutput{}, toTemporal(err)
+	}
+	var out kinds.SetPowerOutput
+	err := a.withDriver(ctx, kinds.PowerSetPower, in.BMC, func(d bmc.Driver) error {
+		if err := d.SetPower(ctx, in.Action); err != nil {
+			return err
+		}
+		st, err := d.PowerState(ctx)
+		out.PowerState = st
+		return err
+	})
+	if err == nil {
+		a.log().InfoContext(ctx, "power set", "node", in.BMC.NodeID, "action", in.Action, "state", out.PowerState)
+	}
+	return out, toTemporal(err)
+}
+
+// SetBootDevice is management.setBootDevice.
+func (a *Activities) SetBootDevice(ctx context.Context, in kinds.SetBootDeviceInput) error {
+	if _, err := bmc.ParseBootDevice(string(in.Device)); err != nil {
+		return toTemporal(err)
+	}
+	err := a.withDriver(ctx, kinds.ManagementSetBootDevice, in.BMC, func(d bmc.Driver) error {
+		return d.SetBootDevice(ctx, in.Device, in.Persistent)
+	})
+	if err == nil {
+		a.log().InfoContext(ctx, "boot device set", "node", in.BMC.NodeID, "device", in.Device, "persistent", in.Persistent)
+	}
+	return toTemporal(err)
+}
+
+// Inspect is bmc.inspect: the machine's inventory as its BMC reports it.
+func (a *Activities) Inspect(ctx context.Context, in kinds.InspectInput) (kinds.InspectOutput, error) {
+	var out kinds.InspectOutput
+	err := a.withDriver(ctx, kinds.BMCInspect, in.BMC, func(d bmc.Driver) error {
+		inv, err := d.Inspect(ctx)
+		out.Inventory = inv
+		return err
+	})
+	return out, toTemporal(err)
+}
+
+// withDriver opens the target's driver with its resolved credentials, runs
+// fn and closes the driver.
+func (a *Activities) withDriver(ctx context.Context, op string, t kinds.BMCTarget, fn func(bmc.Driver) error) error {
+	addr, err := bmc.ParseAddress(t.Driver, t.Address)
+	if err != nil {
+		return withOp(err, op)
+	}
+	factory := a.Drivers[addr.Driver]
+	if factory == nil {
+		return errs.New(errs.Unsupported,
+			"this site agent has no %q BMC driver; run a site agent built with it", addr.Driver).WithOp(op)
+	}
+	creds, err := a.credentials(ctx, t.CredentialsRef)
+	if err != nil {
+		return withOp(err, op)
+	}
+	d, err := factory(ctx, addr, creds)
+	if err != nil {
+		return withOp(err, op)
+	}
+	defer d.Close()
+	return withOp(fn(d), op)
+}
+
+// withOp sets op on an errs.Error that has none.
+func withOp(err error, op string) error {
+	if e, ok := err.(*errs.Error); ok && e.Op == "" {
+		return e.WithOp(op)
+	}
+	return err
+}

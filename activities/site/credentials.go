@@ -1,0 +1,129 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/errs"
+)
+
+// credentials resolves a BMC credentials reference. Neither the values nor
+// the variable's content ever reach an error message or a log.
+func (a *Activities) credentials(ctx context.Context, ref string) (bmc.Credentials, error) {
+	scheme, rest, ok := strings.Cut(ref, "://")
+	if !ok || rest == "" {
+		return bmc.Credentials{}, errs.Invalid("bmc.credentialsRef",
+			"a credentials reference looks like env://NAME, secret://… or vault://…")
+	}
+	switch scheme {
+	case "env":
+		return a.envCredentials(rest)
+	case "secret":
+		return a.secretCredentials(ctx, ref)
+	case "vault":
+		return bmc.Credentials{}, errs.New(errs.Unsupported,
+			"vault:// credentials are not supported by this site agent yet; use secret:// or env://")
+	}
+	return bmc.Credentials{}, errs.Invalid("bmc.credentialsRef",
+		"unknown credentials scheme %q: use env://, secret:// or vault://", scheme)
+}
+
+func (a *Activities) envCredentials(name string) (bmc.Credentials, error) {
+	if a.LookupEnv == nil {
+		return bmc.Credentials{}, errs.New(errs.Unsupported, "this site agent does not read env:// credentials")
+	}
+	v, ok := a.LookupEnv(name)
+	if !ok || v == "" {
+		return bmc.Credentials{}, errs.New(errs.NotFound,
+			"environment variable %s is not set in the site agent; set it to username:password and restart the agent", name)
+	}
+	user, pass, ok := strings.Cut(v, ":")
+	if !ok || user == "" {
+		return bmc.Credentials{}, errs.Invalid("bmc.credentialsRef",
+			"environment variable %s must hold username:password", name)
+	}
+	return bmc.Credentials{Username: user, Password: pass}, nil
+}
+
+func (a *Activities) secretCredentials(ctx context.Context, ref string) (bmc.Credentials, error) {
+	if a.Secrets == nil {
+		return bmc.Credentials{}, errs.New(errs.Unsupported,
+			"this site agent has no connection to the control plane's SecretsService for secret:// credentials")
+	}
+	vals, err := a.Secrets.Resolve(ctx, ref)
+	if err != nil {
+		return bmc.Credentials{}, err
+	}
+	if vals["username"] == "" {
+		return bmc.Credentials{}, errs.Invalid("bmc.credentialsRef",
+			"secret %s has no \"username\" value; store username and password in it", ref)
+	}
+	return bmc.Credentials{Username: vals["username"], Password: vals["password"]}, nil
+}
+
+// SecretsClient resolves secret:// references with the control plane's
+// SecretsService; httpClient must present the site agent's certificate.
+type SecretsClient struct {
+	c bettercomputev1connect.SecretsServiceClient
+}
+
+// NewSecretsClient returns a client of the SecretsService at baseURL.
+func NewSecretsClient(httpClient *http.Client, baseURL string) *SecretsClient {
+	return &SecretsClient{c: bettercomputev1connect.NewSecretsServiceClient(httpClient, baseURL)}
+}
+
+// Resolve returns the values of the secret ref.
+func (s *SecretsClient) Resolve(ctx context.Context, ref string) (map[string]string, error) {
+	resp, err := s.c.Resolve(ctx, connect.NewRequest(&v1.ResolveSecretRequest{Ref: ref}))
+	if err != nil {
+		return nil, FromConnect("secrets.resolve", err)
+	}
+	return resp.Msg.GetValues(), nil
+}
+
+// connectKind maps a Connect code to a kind when an error carries no
+// ErrorDetail.
+func connectKind(c connect.Code) errs.Kind {
+	switch c {
+	case connect.CodeInvalidArgument:
+		return errs.InvalidInput
+	case connect.CodeNotFound:
+		return errs.NotFound
+	case connect.CodeUnimplemented:
+		return errs.Unsupported
+	case connect.CodeUnauthenticated:
+		return errs.Unauthenticated
+	case connect.CodePermissionDenied:
+		return errs.PermissionDenied
+	case connect.CodeFailedPrecondition:
+		return errs.InvalidState
+	case connect.CodeAlreadyExists:
+		return errs.AlreadyExists
+	}
+	return errs.Unavailable
+}
+
+// FromConnect turns an error from a control-plane Connect call into an
+// errs.Error: the kind from the ErrorDetail the API attaches, else from the
+// code; network failures are UNAVAILABLE.
+func FromConnect(op string, err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return errs.Wrap(errs.Unavailable, err, "cannot reach the control plane").WithOp(op)
+	}
+	for _, d := range ce.Details() {
+		if m, derr := d.Value(); derr == nil {
+			if ed, ok := m.(*v1.ErrorDetail); ok && ed.GetKind() != "" {
+				return &errs.Error{Kind: errs.Kind(ed.GetKind()), Op: op, Field: ed.GetField(), Msg: ce.Message()}
+			}
+		}
+	}
+	return &errs.Error{Kind: connectKind(ce.Code()), Op: op, Msg: ce.Message()}
+}

@@ -1,0 +1,131 @@
+package site
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+)
+
+// heartbeatEvery is how often a waiting activity heartbeats with no news.
+const heartbeatEvery = 5 * time.Second
+
+// SetBootEntry is boot.setEntry.
+func (a *Activities) SetBootEntry(ctx context.Context, e kinds.BootEntry) error {
+	if a.Boot == nil {
+		return toTemporal(errs.New(errs.Unsupported, "this site agent serves no boot table").WithOp(kinds.BootSetEntry))
+	}
+	if err := a.Boot.SetEntry(e); err != nil {
+		return toTemporal(withOp(err, kinds.BootSetEntry))
+	}
+	a.log().InfoContext(ctx, "boot entry set", "node", e.NodeID, "macs", e.MACs, "ramdisk", e.Ramdisk)
+	return nil
+}
+
+// ClearBootEntry is boot.clearEntry.
+func (a *Activities) ClearBootEntry(ctx context.Context, in kinds.ClearEntryInput) error {
+	if a.Boot == nil {
+		return toTemporal(errs.New(errs.Unsupported, "this site agent serves no boot table").WithOp(kinds.BootClearEntry))
+	}
+	if err := a.Boot.ClearEntry(in.NodeID); err != nil {
+		return toTemporal(withOp(err, kinds.BootClearEntry))
+	}
+	a.log().InfoContext(ctx, "boot entry cleared", "node", in.NodeID)
+	return nil
+}
+
+// EnsureImage is cache.ensureImage; it heartbeats with the bytes downloaded.
+func (a *Activities) EnsureImage(ctx context.Context, in kinds.EnsureImageInput) (kinds.EnsureImageOutput, error) {
+	if a.Cache == nil {
+		return kinds.EnsureImageOutput{}, toTemporal(errs.New(errs.Unsupported, "this site agent has no image cache").WithOp(kinds.CacheEnsureImage))
+	}
+	out, err := a.Cache.Ensure(ctx, in, func(n int64) {
+		activity.RecordHeartbeat(ctx, kinds.Progress{Bytes: n, Total: in.Size})
+	})
+	if err != nil {
+		return out, toTemporal(withOp(err, kinds.CacheEnsureImage))
+	}
+	a.log().InfoContext(ctx, "image ready", "image", in.ImageID, "path", out.Path, "size", out.Size)
+	return out, nil
+}
+
+// RelayCommand runs a ramdisk kind: it hands cmd to the node's ramdisk
+// through the relay, heartbeats with the ramdisk's progress, and returns its
+// result; a failed result becomes an application error of its ErrorKind.
+func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds.Result, error) {
+	info := activity.GetInfo(ctx)
+	name := info.ActivityType.Name
+	if a.Relay == nil {
+		return kinds.Result{}, toTemporal(errs.New(errs.Unsupported, "this site agent relays no ramdisk commands").WithOp(name))
+	}
+	if cmd.Kind == "" {
+		cmd.Kind = name
+	}
+	if cmd.Kind != name || !slices.Contains(kinds.RamdiskKinds(), cmd.Kind) {
+		return kinds.Result{}, toTemporal(errs.Invalid("kind", "command kind %q sent as activity %q", cmd.Kind, name).WithOp(name))
+	}
+	if cmd.NodeID == "" {
+		return kinds.Result{}, toTemporal(errs.Invalid("nodeId", "a ramdisk command needs its node").WithOp(name))
+	}
+	if cmd.ID == "" {
+		cmd.ID = commandID(info)
+	}
+	if len(cmd.Payload) == 0 {
+		cmd.Payload = json.RawMessage("{}")
+	}
+	last := &atomic.Pointer[kinds.Progress]{}
+	last.Store(&kinds.Progress{CommandID: cmd.ID})
+	stop := heartbeatLoop(ctx, last)
+	defer stop()
+	res, err := a.Relay.Run(ctx, cmd, func(p kinds.Progress) {
+		last.Store(&p)
+		activity.RecordHeartbeat(ctx, p)
+	})
+	if err != nil {
+		return kinds.Result{}, toTemporal(withOp(err, name))
+	}
+	if !res.OK {
+		k := errs.Kind(res.ErrorKind)
+		if k == "" {
+			k = errs.Internal
+		}
+		return res, toTemporal(&errs.Error{Kind: k, Op: name, Msg: "the ramdisk of " + cmd.NodeID + " says: " + res.Error})
+	}
+	a.log().InfoContext(ctx, "ramdisk command done", "node", cmd.NodeID, "kind", cmd.Kind, "command", cmd.ID)
+	return res, nil
+}
+
+// heartbeatLoop heartbeats the last progress every heartbeatEvery until
+// stopped, so an activity waiting for a ramdisk that is still booting stays
+// alive.
+func heartbeatLoop(ctx context.Context, last *atomic.Pointer[kinds.Progress]) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(heartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, *last.Load())
+			}
+		}
+	}()
+	return cancel
+}
+
+// commandID derives a command id stable across retries from the workflow,
+// its run and the activity id.
+func commandID(info activity.Info) string {
+	sum := sha256.Sum256([]byte(info.WorkflowExecution.ID + "\x00" + info.WorkflowExecution.RunID + "\x00" + info.ActivityID))
+	return "cmd_" + hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,112 @@
+// Package site owns the activities a site agent serves on its site's task
+// queue, one per command kind: the BMC kinds (power.setPower,
+// management.setBootDevice, bmc.inspect) through a driver registry built by
+// main, the boot table kinds (boot.setEntry, boot.clearEntry), the image cache
+// (cache.ensureImage), and the relay of every ramdisk kind to the machine's
+// connected ramdisk. BMC credentials arrive as references (env://, secret://,
+// vault://) and are resolved here, never logged. Every failure leaves as a
+// Temporal application error whose type is the errs kind.
+package site
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+)
+
+// DriverFactory opens a driver for one BMC. It must not keep credentials
+// beyond the driver's life.
+type DriverFactory func(ctx context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error)
+
+// BootTable is the site's per-MAC boot table (siteagent/boot implements it).
+type BootTable interface {
+	// SetEntry replaces the node's entry. Safe to call twice.
+	SetEntry(e kinds.BootEntry) error
+	// ClearEntry forgets the node's entry; nothing if there is none.
+	ClearEntry(nodeID string) error
+}
+
+// ImageCache is the site's content-addressed image cache (siteagent/cache).
+type ImageCache interface {
+	// Ensure makes the image present and verified, reporting bytes downloaded
+	// so far to progress. Safe to call twice and concurrently.
+	Ensure(ctx context.Context, in kinds.EnsureImageInput, progress func(bytes int64)) (kinds.EnsureImageOutput, error)
+}
+
+// Relay hands commands to a node's connected ramdisk (siteagent/relay).
+type Relay interface {
+	// Run sends cmd to cmd.NodeID's ramdisk, unless a result for cmd.ID is
+	// already known, and waits for its result, reporting progress.
+	Run(ctx context.Context, cmd kinds.Command, progress func(kinds.Progress)) (kinds.Result, error)
+}
+
+// SecretResolver resolves a secret:// reference to its values.
+type SecretResolver interface {
+	Resolve(ctx context.Context, ref string) (map[string]string, error)
+}
+
+// Activities holds the dependencies of the site's activities. A nil
+// dependency makes the kinds that need it fail with UNSUPPORTED.
+type Activities struct {
+	Drivers map[string]DriverFactory // by bmc driver name (redfish, ipmi)
+	Secrets SecretResolver           // secret:// references
+	// LookupEnv reads env:// references; the site agent passes os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
+	Boot      BootTable
+	Cache     ImageCache
+	Relay     Relay
+	Logger    *slog.Logger
+}
+
+// Register registers every site kind and every relayed ramdisk kind under
+// its name.
+func (a *Activities) Register(r worker.ActivityRegistry) {
+	named := []struct {
+		name string
+		fn   any
+	}{
+		{kinds.PowerSetPower, a.SetPower},
+		{kinds.ManagementSetBootDevice, a.SetBootDevice},
+		{kinds.BMCInspect, a.Inspect},
+		{kinds.BootSetEntry, a.SetBootEntry},
+		{kinds.BootClearEntry, a.ClearBootEntry},
+		{kinds.CacheEnsureImage, a.EnsureImage},
+	}
+	for _, n := range named {
+		r.RegisterActivityWithOptions(n.fn, activity.RegisterOptions{Name: n.name})
+	}
+	for _, k := range kinds.RamdiskKinds() {
+		r.RegisterActivityWithOptions(a.RelayCommand, activity.RegisterOptions{Name: k})
+	}
+}
+
+func (a *Activities) log() *slog.Logger {
+	if a.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return a.Logger
+}
+
+// toTemporal turns err into a Temporal application error whose type is its
+// errs kind, non-retryable for final kinds. Context errors and errors that
+// already are application errors pass unchanged.
+func toTemporal(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	k := errs.KindOf(err)
+	return temporal.NewApplicationErrorWithOptions(err.Error(), string(k),
+		temporal.ApplicationErrorOptions{NonRetryable: !k.Retryable()})
+}

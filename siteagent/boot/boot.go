@@ -1,0 +1,192 @@
+// Package boot owns the site agent's HTTP boot: the per-MAC boot table that
+// boot.setEntry and boot.clearEntry change (persisted as JSON in the data dir
+// so a restart keeps it), the iPXE script each PXE-booting machine fetches
+// (the ramdisk with its node id, discovery token, relay URL and CA
+// fingerprint on the kernel command line, or an exit to the next boot
+// device), the PXE discoveries of unknown MACs, and the ramdisk kernel and
+// initrd files.
+package boot
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/siteagent/internal/atomicfile"
+)
+
+// Discovery is an unknown MAC seen PXE-booting.
+type Discovery struct {
+	MAC       string    `json:"mac"`
+	FirstSeen time.Time `json:"firstSeen"`
+	LastSeen  time.Time `json:"lastSeen"`
+	Count     int       `json:"count"`
+}
+
+// file is the table as persisted.
+type file struct {
+	Entries     []kinds.BootEntry `json:"entries"`
+	Discoveries []Discovery       `json:"discoveries"`
+}
+
+// Table is the boot table. Its methods are safe for concurrent use.
+type Table struct {
+	path string
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu          sync.Mutex
+	entries     map[string]kinds.BootEntry // by node id
+	byMAC       map[string]string          // MAC → node id
+	discoveries map[string]Discovery       // by MAC
+}
+
+// Open loads the table persisted at path, or starts an empty one.
+func Open(path string, log *slog.Logger) (*Table, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := &Table{path: path, log: log, now: time.Now,
+		entries: map[string]kinds.BootEntry{}, byMAC: map[string]string{}, discoveries: map[string]Discovery{}}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return t, nil
+	}
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "cannot read the boot table %s", path)
+	}
+	var f file
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "the boot table %s is corrupt; move it away to start empty", path)
+	}
+	for _, e := range f.Entries {
+		t.entries[e.NodeID] = e
+		for _, m := range e.MACs {
+			t.byMAC[m] = e.NodeID
+		}
+	}
+	for _, d := range f.Discoveries {
+		t.discoveries[d.MAC] = d
+	}
+	return t, nil
+}
+
+// NormalizeMAC returns a 48-bit MAC in lowercase colon form.
+func NormalizeMAC(s string) (string, error) {
+	hw, err := net.ParseMAC(s)
+	if err != nil || len(hw) != 6 {
+		return "", errs.Invalid("mac", "%q is not a 48-bit MAC address", s)
+	}
+	return hw.String(), nil
+}
+
+// SetEntry replaces the node's entry. A MAC that belonged to another node
+// moves to this one. Safe to call twice.
+func (t *Table) SetEntry(e kinds.BootEntry) error {
+	if err := validEntry(&e); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.removeLocked(e.NodeID)
+	for _, m := range e.MACs {
+		if other, ok := t.byMAC[m]; ok {
+			oe := t.entries[other]
+			oe.MACs = slices.DeleteFunc(oe.MACs, func(x string) bool { return x == m })
+			if len(oe.MACs) == 0 {
+				delete(t.entries, other)
+			} else {
+				t.entries[other] = oe
+			}
+		}
+		t.byMAC[m] = e.NodeID
+	}
+	t.entries[e.NodeID] = e
+	return t.saveLocked()
+}
+
+// ClearEntry forgets the node's entry; nothing if there is none.
+func (t *Table) ClearEntry(nodeID string) error {
+	if nodeID == "" {
+		return errs.Invalid("nodeId", "clearing a boot entry needs the node id")
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.entries[nodeID]; !ok {
+		return nil
+	}
+	t.removeLocked(nodeID)
+	return t.saveLocked()
+}
+
+// Lookup returns the entry that serves mac (already normalized).
+func (t *Table) Lookup(mac string) (kinds.BootEntry, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[t.byMAC[mac]]
+	return e, ok
+}
+
+// Discoveries returns the unknown MACs seen PXE-booting, by MAC.
+func (t *Table) Discoveries() []Discovery {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Discovery, 0, len(t.discoveries))
+	for _, d := range t.discoveries {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].MAC < out[j].MAC })
+	return out
+}
+
+// seen records an unknown MAC's PXE boot.
+func (t *Table) seen(mac string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now().UTC()
+	d, ok := t.discoveries[mac]
+	if !ok {
+		d = Discovery{MAC: mac, FirstSeen: now}
+	}
+	d.LastSeen = now
+	d.Count++
+	t.discoveries[mac] = d
+	return t.saveLocked()
+}
+
+func (t *Table) removeLocked(nodeID string) {
+	for _, m := range t.entries[nodeID].MACs {
+		if t.byMAC[m] == nodeID {
+			delete(t.byMAC, m)
+		}
+	}
+	delete(t.entries, nodeID)
+}
+
+// saveLocked writes the table atomically, mode 0600: entries hold discovery
+// tokens.
+func (t *Table) saveLocked() error {
+	var f file
+	for _, e := range t.entries {
+		f.Entries = append(f.Entries, e)
+	}
+	sort.Slice(f.Entries, func(i, j int) bool { return f.Entries[i].NodeID < f.Entries[j].NodeID })
+	for _, d := range t.discoveries {
+		f.Discoveries = append(f.Discoveries, d)
+	}
+	sort.Slice(f.Discoveries, func(i, j int) bool { return f.Discoveries[i].MAC < f.Discoveries[j].MAC })
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "cannot encode the boot table")
+	}
+	return atomicfile.Write(t.path, b, 0o600)
+}

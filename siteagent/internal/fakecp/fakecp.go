@@ -1,0 +1,152 @@
+// Package fakecp owns a fake control plane for the site agent's tests: a
+// real TLS server (certificate from a real project CA) serving the
+// JoinService and SecretsService over Connect, counting calls.
+package fakecp
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
+)
+
+// TrustDomain is the fake project's trust domain.
+const TrustDomain = "site.example.test"
+
+// CP is a fake control plane.
+type CP struct {
+	CA     *pki.CA
+	CAFile string // the CA certificate's path, for --ca-file
+	Srv    *httptest.Server
+	SiteID string
+	Joins  atomic.Int32 // JoinService.Join calls
+	// Secrets are the values SecretsService resolves, by reference.
+	Secrets map[string]map[string]string
+
+	mu       sync.Mutex
+	lastJoin *v1.JoinRequest
+}
+
+// Start runs a fake control plane until the test ends.
+func Start(t testing.TB) *CP {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.Init(dir, TrustDomain)
+	if err != nil {
+		t.Fatalf("pki.Init() = %v", err)
+	}
+	cp := &CP{CA: ca, CAFile: dir + "/" + pki.CACertFile, SiteID: "site_01k5w0000000000000000000aa", Secrets: map[string]map[string]string{}}
+	mux := http.NewServeMux()
+	mux.Handle(bettercomputev1connect.NewJoinServiceHandler(cp))
+	path, h := bettercomputev1connect.NewSecretsServiceHandler(cp)
+	mux.Handle(path, cp.requireSite(h))
+	cp.Srv = httptest.NewUnstartedServer(mux)
+	cp.Srv.TLS = cp.ServerTLS(t, tls.VerifyClientCertIfGiven)
+	cp.Srv.EnableHTTP2 = true
+	cp.Srv.StartTLS()
+	t.Cleanup(cp.Srv.Close)
+	return cp
+}
+
+// ServerTLS returns a TLS config serving 127.0.0.1 with a control-plane
+// certificate, checking client certificates per auth.
+func (cp *CP) ServerTLS(t testing.TB, auth tls.ClientAuthType) *tls.Config {
+	t.Helper()
+	key, keyPEM, err := pki.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := cp.CA.IssueServer(key.Public(), pki.RoleControlPlane, "cp-1", []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := cp.CA.ServerTLS(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientAuth = auth
+	cfg.VerifyConnection = nil
+	return cfg
+}
+
+// URL is the control plane's base URL.
+func (cp *CP) URL() string { return cp.Srv.URL }
+
+// LastJoin returns the last join request.
+func (cp *CP) LastJoin() *v1.JoinRequest {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.lastJoin
+}
+
+// Join admits a site agent with token "bcsite_good" and a ramdisk with
+// "bcdisc_good" (as node_01k5w…01).
+func (cp *CP) Join(_ context.Context, req *connect.Request[v1.JoinRequest]) (*connect.Response[v1.JoinResponse], error) {
+	cp.Joins.Add(1)
+	m := req.Msg
+	cp.mu.Lock()
+	cp.lastJoin = m
+	cp.mu.Unlock()
+	pub, err := pki.ParsePublicKey(m.GetPublicKeyPem())
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	resp := &v1.JoinResponse{CaPem: cp.CA.CertPEM(), SiteId: cp.SiteID, TenantId: "tnt_root"}
+	switch {
+	case m.GetRole() == "site" && m.GetToken() == "bcsite_good":
+		resp.Identity = cp.SiteID
+		resp.CertPem, err = cp.CA.Issue(pub, pki.RoleSite, cp.SiteID, time.Hour)
+		if err == nil {
+			resp.ServingCertPem, err = cp.CA.IssueServer(pub, pki.RoleSite, cp.SiteID, m.GetServeHosts(), time.Hour)
+		}
+		resp.TemporalAddress, resp.TemporalNamespace, resp.TaskQueue = "127.0.0.1:1", "default", "site/"+cp.SiteID
+		resp.CodecKey = make([]byte, 32)
+		_, _ = rand.Read(resp.CodecKey)
+	case m.GetRole() == "ramdisk" && m.GetToken() == "bcdisc_good":
+		resp.Identity = "node_01k5w000000000000000000001"
+		resp.CertPem, err = cp.CA.Issue(pub, pki.RoleRamdisk, resp.Identity, time.Hour)
+	default:
+		return nil, connect.NewError(connect.CodeUnauthenticated, errs.New(errs.Unauthenticated, "unknown or used token"))
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// Resolve serves Secrets to verified site agents only.
+func (cp *CP) Resolve(_ context.Context, req *connect.Request[v1.ResolveSecretRequest]) (*connect.Response[v1.ResolveSecretResponse], error) {
+	v, ok := cp.Secrets[req.Msg.GetRef()]
+	if !ok {
+		return nil, connect.NewError(connect.CodeNotFound, errs.New(errs.NotFound, "no secret %s", req.Msg.GetRef()))
+	}
+	return connect.NewResponse(&v1.ResolveSecretResponse{Values: v}), nil
+}
+
+// requireSite admits only verified site agents' certificates.
+func (cp *CP) requireSite(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			http.Error(w, "no TLS", http.StatusUnauthorized)
+			return
+		}
+		role, _, err := pki.PeerIdentity(*r.TLS, TrustDomain)
+		if err != nil || role != pki.RoleSite {
+			http.Error(w, "site agents only", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,101 @@
+package relay
+
+import (
+	"context"
+	"time"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+)
+
+// Next waits up to wait for node's next command and marks it taken; ok is
+// false when none came.
+func (r *Relay) Next(ctx context.Context, node string, wait time.Duration) (kinds.Command, bool) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		q := r.queueLocked(node)
+		if len(q.ids) > 0 {
+			id := q.ids[0]
+			q.ids = q.ids[1:]
+			c := r.cmds[id]
+			if c == nil || c.state != pending {
+				r.mu.Unlock()
+				continue
+			}
+			c.state = taken
+			r.mu.Unlock()
+			r.log.Info("command handed to ramdisk", "node", node, "command", id, "kind", c.cmd.Kind)
+			return c.cmd, true
+		}
+		wake := q.wake
+		r.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timer.C:
+			return kinds.Command{}, false
+		case <-ctx.Done():
+			return kinds.Command{}, false
+		}
+	}
+}
+
+// Progress records node's progress on command id. Progress on a command this
+// agent does not know (it restarted) is dropped.
+func (r *Relay) Progress(node, id string, p kinds.Progress) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.cmds[id]
+	if c == nil {
+		return nil
+	}
+	if c.cmd.NodeID != node {
+		return errs.New(errs.PermissionDenied, "command %s is not %s's", id, node)
+	}
+	p.CommandID = id
+	c.progress = p
+	close(c.changed)
+	c.changed = make(chan struct{})
+	return nil
+}
+
+// Result records node's result for command id. A result for a command this
+// agent does not know is kept for KeepResults under node and id, so the
+// retried activity of that node's command gets it.
+func (r *Relay) Result(node, id string, res kinds.Result) error {
+	if res.CommandID == "" {
+		res.CommandID = id
+	}
+	if res.CommandID != id {
+		return errs.Invalid("commandId", "result for %s posted to command %s", res.CommandID, id)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.cmds[id]
+	if c == nil {
+		r.kept[keptKey{node, id}] = kept{res: res, at: time.Now()}
+		r.log.Info("kept a result nobody waits for yet", "node", node, "command", id, "ok", res.OK)
+		return nil
+	}
+	if c.cmd.NodeID != node {
+		return errs.New(errs.PermissionDenied, "command %s is not %s's", id, node)
+	}
+	if res.Kind == "" {
+		res.Kind = c.cmd.Kind
+	}
+	if res.Kind != c.cmd.Kind {
+		return errs.Invalid("kind", "result of kind %s for a %s command", res.Kind, c.cmd.Kind)
+	}
+	if c.state == pending {
+		r.dequeueLocked(c)
+	}
+	delete(r.cmds, id)
+	if c.waiters == 0 {
+		r.kept[keptKey{node, id}] = kept{res: res, at: time.Now()}
+	}
+	c.result = res
+	close(c.done)
+	r.log.Info("ramdisk answered", "node", node, "command", id, "kind", res.Kind, "ok", res.OK, "errorKind", res.ErrorKind)
+	return nil
+}

@@ -1,0 +1,139 @@
+package siteagent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/activities/site"
+	"github.com/better-compute/better-compute/codec"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/siteagent/boot"
+	"github.com/better-compute/better-compute/siteagent/cache"
+	"github.com/better-compute/better-compute/siteagent/relay"
+)
+
+// serve starts the boot listener (plain HTTP) and the relay (TLS presenting
+// [serving leaf, CA], client certificates verified when given).
+func (a *Agent) serve(bootLn, relayLn net.Listener) error {
+	pair, err := tls.X509KeyPair(append(append([]byte{}, a.id.servingPEM...), a.id.caPEM...), a.id.keyPEM)
+	if err != nil {
+		return errs.Wrap(errs.InvalidState, err, "the serving certificate in %s does not match the agent's key", a.cfg.DataDir)
+	}
+	relayTLS := &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{pair},
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+		ClientCAs:    a.id.caPool,
+	}
+	params := boot.Params{BootURL: a.bootURL, RelayURL: a.relayURL, CAFingerprint: a.id.caFingerprint}
+	bootMux := http.NewServeMux()
+	bh := a.boot.Handler(params, a.cfg.RamdiskDir)
+	bootMux.Handle("GET /ipxe", bh)
+	bootMux.Handle("GET /ramdisk/", bh)
+	bootMux.Handle("GET "+cache.PathPrefix, a.cache.Handler())
+
+	base, cancel := context.WithCancel(context.Background())
+	a.cancelServe = cancel
+	mk := func(h http.Handler) *http.Server {
+		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+	}
+	bootSrv, relaySrv := mk(bootMux), mk(a.relay.Handler())
+	relaySrv.TLSConfig = relayTLS
+	a.servers = []*http.Server{bootSrv, relaySrv}
+	go func() {
+		if err := bootSrv.Serve(bootLn); serveErr(err) {
+			a.fail(errs.Wrap(errs.Unavailable, err, "the boot listener stopped"))
+		}
+	}()
+	go func() {
+		if err := relaySrv.ServeTLS(relayLn, "", ""); serveErr(err) {
+			a.fail(errs.Wrap(errs.Unavailable, err, "the relay listener stopped"))
+		}
+	}()
+	return nil
+}
+
+func (a *Agent) fail(err error) {
+	a.log.Error("site agent failed", "err", err)
+	select {
+	case a.errc <- err:
+	default:
+	}
+}
+
+// joinProxy forwards ramdisk joins to the control plane's JoinService over
+// the agent's mTLS client.
+func joinProxy(hc *http.Client, baseURL string) relay.JoinFunc {
+	jc := bettercomputev1connect.NewJoinServiceClient(hc, baseURL)
+	return func(ctx context.Context, req *v1.JoinRequest) (*v1.JoinResponse, error) {
+		resp, err := jc.Join(ctx, connect.NewRequest(req))
+		if err != nil {
+			return nil, site.FromConnect("ramdisk.join", err)
+		}
+		return resp.Msg, nil
+	}
+}
+
+// startWorker dials Temporal and serves the site's activities on its task
+// queue. Several agents of one site may serve the same queue.
+func (a *Agent) startWorker() error {
+	dc := codec.NewDataConverter(a.id.CodecKey)
+	opts := client.Options{
+		HostPort:         a.id.TemporalAddress,
+		Namespace:        a.id.TemporalNamespace,
+		DataConverter:    dc,
+		FailureConverter: codec.NewFailureConverter(dc),
+		Logger:           tlog.NewStructuredLogger(a.log.With("component", "temporal")),
+		Identity:         workerIdentity(a.id),
+	}
+	if a.cfg.TemporalTLS {
+		host, _, err := net.SplitHostPort(a.id.TemporalAddress)
+		if err != nil {
+			return errs.Invalid("temporalAddress", "Temporal address %q is not host:port", a.id.TemporalAddress)
+		}
+		tc, err := pki.ClientTLS(a.id.caPool, a.id.certPEM, a.id.keyPEM, host)
+		if err != nil {
+			return err
+		}
+		opts.ConnectionOptions.TLS = tc
+	}
+	c, err := client.Dial(opts)
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, err, "cannot reach Temporal at %s", a.id.TemporalAddress)
+	}
+	a.tc = c
+	queue := kinds.SiteTaskQueue(a.id.SiteID)
+	if a.id.TaskQueue != "" && a.id.TaskQueue != queue {
+		a.log.Warn("the control plane named another task queue; serving the site's", "given", a.id.TaskQueue, "serving", queue)
+	}
+	a.w = worker.New(c, queue, worker.Options{
+		DisableRegistrationAliasing: true,
+		OnFatalError:                func(err error) { a.fail(errs.Wrap(errs.Unavailable, err, "the Temporal worker stopped")) },
+	})
+	a.acts.Register(a.w)
+	if err := a.w.Start(); err != nil {
+		return errs.Wrap(errs.Unavailable, err, "cannot start the worker on %s", queue)
+	}
+	return nil
+}
+
+func workerIdentity(id *identity) string {
+	h, _ := os.Hostname()
+	return "bcd-site/" + id.Identity + "@" + h
+}
+
+func parseLeaf(certPEM []byte) (*x509.Certificate, error) { return pki.ParseCert(certPEM) }

@@ -1,0 +1,259 @@
+// Package siteagent owns `bcd site`, the site agent: it joins the control
+// plane once with a site token (and comes back from its data dir alone after
+// that), serves the site's activities as a Temporal worker on the site's task
+// queue, serves HTTP boot (iPXE scripts, the ramdisk kernel and initrd, the
+// verified image cache) on a plain listener, and relays commands to
+// ramdisks over an mTLS listener. It assembles activities/site with
+// siteagent/boot, siteagent/cache and siteagent/relay.
+package siteagent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/better-compute/better-compute/activities/site"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/siteagent/boot"
+	"github.com/better-compute/better-compute/siteagent/cache"
+	"github.com/better-compute/better-compute/siteagent/relay"
+)
+
+// DriverFactory opens a BMC driver; the main builds the registry by name.
+type DriverFactory = site.DriverFactory
+
+// Discovery is an unknown MAC seen PXE-booting.
+type Discovery = boot.Discovery
+
+// Config configures a site agent. Only mains fill it from flags and
+// environment.
+type Config struct {
+	ControlPlaneURL string // the control plane's agents TLS listener, https://…
+	CAFile          string // the project CA, to verify the control plane at the first join
+	TokenFile       string // the site token; needed only on the first start
+	DataDir         string // key, certificates, join settings, boot table, image cache
+	BootListen      string // plain HTTP for iPXE: scripts, ramdisk files, image cache
+	RelayListen     string // HTTPS with mTLS for ramdisks
+	RamdiskDir      string // vmlinuz and initrd.img to serve; optional
+	// AdvertiseHost is the host machines reach this agent at (in boot URLs
+	// and the relay's serving certificate); by default the listeners' host,
+	// or the first non-loopback address when they listen on all.
+	AdvertiseHost string
+	Drivers       map[string]DriverFactory // by BMC driver name; "ipmi" may be absent
+	// TemporalTLS dials Temporal with TLS and the agent's certificate;
+	// off by default (the embedded server listens plain on loopback).
+	TemporalTLS bool
+	// LookupEnv resolves env:// credentials; os.LookupEnv when nil.
+	LookupEnv func(string) (string, bool)
+	// DisableWorker skips the Temporal worker: tests and emulation drive
+	// Agent.Activities directly.
+	DisableWorker bool
+	Logger        *slog.Logger
+}
+
+// Agent is a running site agent.
+type Agent struct {
+	cfg   Config
+	log   *slog.Logger
+	id    *identity
+	boot  *boot.Table
+	cache *cache.Cache
+	relay *relay.Relay
+	acts  *site.Activities
+
+	bootURL, relayURL string
+	servers           []*http.Server
+	cancelServe       context.CancelFunc
+	tc                client.Client
+	w                 worker.Worker
+	errc              chan error
+	stopOnce          sync.Once
+}
+
+// Run runs a site agent until ctx ends or it fails.
+func Run(ctx context.Context, cfg Config) error {
+	a, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer a.Stop()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-a.errc:
+		return err
+	}
+}
+
+// Start joins (first start only), starts the listeners and the worker, and
+// returns the running agent.
+func Start(ctx context.Context, cfg Config) (*Agent, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "cannot create the data dir %s", cfg.DataDir)
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger, errc: make(chan error, 4)}
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	for _, addr := range []string{cfg.BootListen, cfg.RelayListen} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll()
+			return nil, errs.Wrap(errs.Unavailable, err, "cannot listen on %s", addr)
+		}
+		lns = append(lns, ln)
+	}
+	host := advertiseHost(cfg.AdvertiseHost, lns[1].Addr())
+	a.bootURL = "http://" + net.JoinHostPort(host, port(lns[0].Addr()))
+	a.relayURL = "https://" + net.JoinHostPort(host, port(lns[1].Addr()))
+	if err := a.assemble(ctx, host); err != nil {
+		closeAll()
+		return nil, err
+	}
+	if err := a.serve(lns[0], lns[1]); err != nil {
+		closeAll()
+		return nil, err
+	}
+	if !cfg.DisableWorker {
+		if err := a.startWorker(); err != nil {
+			a.Stop()
+			return nil, err
+		}
+	}
+	a.log.Info("site agent started", "site", a.id.SiteID, "identity", a.id.Identity,
+		"boot", a.bootURL, "relay", a.relayURL, "worker", !cfg.DisableWorker)
+	return a, nil
+}
+
+func (c *Config) check() error {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.LookupEnv == nil {
+		c.LookupEnv = os.LookupEnv
+	}
+	for _, f := range []struct{ name, v string }{
+		{"data-dir", c.DataDir}, {"boot-listen", c.BootListen}, {"relay-listen", c.RelayListen},
+		{"control-plane-url", c.ControlPlaneURL},
+	} {
+		if f.v == "" {
+			return errs.Invalid(f.name, "the site agent needs --%s", f.name)
+		}
+	}
+	return nil
+}
+
+// assemble loads or makes the agent's identity and builds its parts.
+func (a *Agent) assemble(ctx context.Context, host string) error {
+	id, err := loadOrJoin(ctx, &a.cfg, host)
+	if err != nil {
+		return err
+	}
+	a.id = id
+	if leaf, err := parseLeaf(id.servingPEM); err == nil && leaf.VerifyHostname(host) != nil {
+		a.log.Warn("the relay's serving certificate does not name the advertised host; ramdisks will refuse it",
+			"host", host, "dnsNames", leaf.DNSNames, "ips", leaf.IPAddresses)
+	}
+	if a.boot, err = boot.Open(filepath.Join(a.cfg.DataDir, BootTableFile), a.log); err != nil {
+		return err
+	}
+	if a.cache, err = cache.New(filepath.Join(a.cfg.DataDir, CacheDirName), nil, a.log); err != nil {
+		return err
+	}
+	cp, err := controlPlaneClient(&a.cfg, id)
+	if err != nil {
+		return err
+	}
+	if a.relay, err = relay.New(relay.Config{TrustDomain: id.trustDomain, Join: joinProxy(cp, a.cfg.ControlPlaneURL), Logger: a.log}); err != nil {
+		return err
+	}
+	a.acts = &site.Activities{
+		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv,
+		Boot: a.boot, Cache: a.cache, Relay: a.relay, Logger: a.log,
+	}
+	return nil
+}
+
+// Stop stops the worker and the listeners. Safe to call twice.
+func (a *Agent) Stop() {
+	a.stopOnce.Do(func() {
+		if a.w != nil {
+			a.w.Stop()
+		}
+		if a.tc != nil {
+			a.tc.Close()
+		}
+		if a.cancelServe != nil {
+			a.cancelServe()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range a.servers {
+			if err := s.Shutdown(ctx); err != nil {
+				s.Close()
+			}
+		}
+		a.log.Info("site agent stopped", "site", a.id.SiteID)
+	})
+}
+
+// BootURL is the base URL of the boot listener, http://host:port.
+func (a *Agent) BootURL() string { return a.bootURL }
+
+// RelayURL is the base URL of the relay, https://host:port.
+func (a *Agent) RelayURL() string { return a.relayURL }
+
+// SiteID is the site this agent serves.
+func (a *Agent) SiteID() string { return a.id.SiteID }
+
+// Discoveries lists the unknown MACs seen PXE-booting.
+func (a *Agent) Discoveries() []Discovery { return a.boot.Discoveries() }
+
+// Activities returns the agent's activities, for tests and emulation that
+// drive them without Temporal.
+func (a *Agent) Activities() *site.Activities { return a.acts }
+
+func port(addr net.Addr) string {
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		return strconv.Itoa(ta.Port)
+	}
+	_, p, _ := net.SplitHostPort(addr.String())
+	return p
+}
+
+// advertiseHost picks the host machines reach the agent at.
+func advertiseHost(configured string, addr net.Addr) string {
+	if configured != "" {
+		return configured
+	}
+	ta, ok := addr.(*net.TCPAddr)
+	if ok && !ta.IP.IsUnspecified() {
+		return ta.IP.String()
+	}
+	ifAddrs, _ := net.InterfaceAddrs()
+	for _, ia := range ifAddrs {
+		if n, ok := ia.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	return "127.0.0.1"
+}
+
+// errServerClosed tells a normal server stop from a failure.
+func serveErr(err error) bool { return err != nil && !errors.Is(err, http.ErrServerClosed) }

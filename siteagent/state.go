@@ -1,0 +1,217 @@
+package siteagent
+
+import (
+	"context"
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/activities/site"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/siteagent/internal/atomicfile"
+)
+
+// Files in the data dir.
+const (
+	KeyFile        = "agent.key"   // the agent's private key, 0600
+	CertFile       = "agent.crt"   // its client certificate
+	ServingFile    = "serving.crt" // its relay's serving certificate
+	CAFileName     = "ca.crt"      // the project CA
+	JoinFile       = "join.json"   // Temporal settings and codec key, 0600; written last
+	BootTableFile  = "boot.json"   // the boot table
+	CacheDirName   = "cache"       // the image cache
+	joinOp         = "site.join"
+	maxTokenLength = 512
+)
+
+// joined is what a join leaves in join.json.
+type joined struct {
+	Identity          string `json:"identity"`
+	SiteID            string `json:"siteId"`
+	TenantID          string `json:"tenantId"`
+	TemporalAddress   string `json:"temporalAddress"`
+	TemporalNamespace string `json:"temporalNamespace"`
+	TaskQueue         string `json:"taskQueue"`
+	CodecKey          []byte `json:"codecKey"`
+}
+
+// identity is the agent's trust material, loaded from the data dir.
+type identity struct {
+	joined
+	keyPEM, certPEM, servingPEM, caPEM []byte
+	caPool                             *x509.CertPool
+	trustDomain                        string
+	caFingerprint                      string // sha256 hex of the CA's DER
+}
+
+// loadOrJoin loads the agent's identity from the data dir, joining first
+// when the data dir holds none. relayHost goes into the serving certificate.
+func loadOrJoin(ctx context.Context, cfg *Config, relayHost string) (*identity, error) {
+	key, err := pki.LoadOrCreateKey(filepath.Join(cfg.DataDir, KeyFile), pki.NewKey)
+	if err != nil {
+		return nil, err
+	}
+	_, err = os.Stat(filepath.Join(cfg.DataDir, JoinFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := join(ctx, cfg, key, relayHost); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "cannot read the data dir %s", cfg.DataDir)
+	}
+	return loadIdentity(cfg.DataDir)
+}
+
+// join exchanges the site token for certificates and settings and saves
+// them; join.json is written last, so its presence means a complete join.
+func join(ctx context.Context, cfg *Config, key crypto.Signer, relayHost string) error {
+	if cfg.TokenFile == "" {
+		return errs.Invalid("token-file", "%s holds no join yet: give the site token file (better-compute site-tokens create --out …)", cfg.DataDir)
+	}
+	tok, err := os.ReadFile(cfg.TokenFile)
+	if err != nil {
+		return errs.Wrap(errs.InvalidInput, err, "cannot read the site token file")
+	}
+	token := strings.TrimSpace(string(tok))
+	if token == "" || len(token) > maxTokenLength {
+		return errs.Invalid("token-file", "the site token file %s is empty or not a token", cfg.TokenFile)
+	}
+	pubPEM, err := pki.MarshalPublicKey(key.Public())
+	if err != nil {
+		return err
+	}
+	hc, err := controlPlaneClient(cfg, nil)
+	if err != nil {
+		return err
+	}
+	jc := bettercomputev1connect.NewJoinServiceClient(hc, cfg.ControlPlaneURL)
+	resp, err := jc.Join(ctx, connect.NewRequest(&v1.JoinRequest{
+		Token: token, Role: string(pki.RoleSite), PublicKeyPem: pubPEM, ServeHosts: []string{relayHost},
+	}))
+	if err != nil {
+		return site.FromConnect(joinOp, err)
+	}
+	return saveJoin(cfg, resp.Msg)
+}
+
+func saveJoin(cfg *Config, r *v1.JoinResponse) error {
+	if len(r.GetCertPem()) == 0 || len(r.GetServingCertPem()) == 0 || len(r.GetCodecKey()) != 32 ||
+		r.GetSiteId() == "" || r.GetTemporalAddress() == "" {
+		return errs.New(errs.Internal, "the control plane's join response lacks a certificate, a serving certificate, the site, the Temporal address or the codec key").WithOp(joinOp)
+	}
+	caPEM := r.GetCaPem()
+	if len(caPEM) == 0 {
+		b, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return errs.Wrap(errs.InvalidInput, err, "cannot read the CA file")
+		}
+		caPEM = b
+	}
+	j := joined{
+		Identity: r.GetIdentity(), SiteID: r.GetSiteId(), TenantID: r.GetTenantId(),
+		TemporalAddress: r.GetTemporalAddress(), TemporalNamespace: r.GetTemporalNamespace(),
+		TaskQueue: r.GetTaskQueue(), CodecKey: r.GetCodecKey(),
+	}
+	jb, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "cannot encode the join settings")
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+		mode os.FileMode
+	}{
+		{CertFile, r.GetCertPem(), 0o644}, {ServingFile, r.GetServingCertPem(), 0o644},
+		{CAFileName, caPEM, 0o644}, {JoinFile, jb, 0o600},
+	} {
+		if err := atomicfile.Write(filepath.Join(cfg.DataDir, f.name), f.data, f.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadIdentity reads the agent's trust material and settings.
+func loadIdentity(dir string) (*identity, error) {
+	id := &identity{}
+	for _, f := range []struct {
+		name string
+		dst  *[]byte
+	}{{KeyFile, &id.keyPEM}, {CertFile, &id.certPEM}, {ServingFile, &id.servingPEM}, {CAFileName, &id.caPEM}} {
+		b, err := os.ReadFile(filepath.Join(dir, f.name))
+		if err != nil {
+			return nil, errs.Wrap(errs.InvalidState, err, "%s is incomplete: move it away and join again with a new site token", dir)
+		}
+		*f.dst = b
+	}
+	jb, err := os.ReadFile(filepath.Join(dir, JoinFile))
+	if err == nil {
+		err = json.Unmarshal(jb, &id.joined)
+	}
+	if err != nil {
+		return nil, errs.Wrap(errs.InvalidState, err, "cannot read %s", filepath.Join(dir, JoinFile))
+	}
+	if id.caPool, err = pki.PoolFromPEM(id.caPEM); err != nil {
+		return nil, err
+	}
+	ca, err := pki.ParseCert(id.caPEM)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(ca.Raw)
+	id.caFingerprint = hex.EncodeToString(sum[:])
+	leaf, err := pki.ParseCert(id.certPEM)
+	if err != nil {
+		return nil, err
+	}
+	if len(leaf.URIs) != 1 {
+		return nil, errs.New(errs.InvalidState, "the agent's certificate carries no SPIFFE ID")
+	}
+	id.trustDomain = leaf.URIs[0].Host
+	if role, _, err := pki.Identify(leaf, id.trustDomain); err != nil || role != pki.RoleSite {
+		return nil, errs.New(errs.InvalidState, "the agent's certificate is not a site agent's")
+	}
+	return id, nil
+}
+
+// controlPlaneClient returns an HTTP client that verifies the control plane
+// against the CA (cfg.CAFile before the join, the saved CA after) and
+// presents certPEM/keyPEM when given.
+func controlPlaneClient(cfg *Config, id *identity) (*http.Client, error) {
+	u, err := url.Parse(cfg.ControlPlaneURL)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+		return nil, errs.Invalid("control-plane-url", "the control plane URL must be https://host:port")
+	}
+	var pool *x509.CertPool
+	var certPEM, keyPEM []byte
+	if id != nil {
+		pool, certPEM, keyPEM = id.caPool, id.certPEM, id.keyPEM
+	} else {
+		b, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, errs.Wrap(errs.InvalidInput, err, "cannot read the CA file (--ca-file)")
+		}
+		if pool, err = pki.PoolFromPEM(b); err != nil {
+			return nil, err
+		}
+	}
+	tc, err := pki.ClientTLS(pool, certPEM, keyPEM, u.Hostname())
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}, nil
+}
