@@ -65,8 +65,9 @@ func (t *target) Sync() error                              { return t.f.Sync() }
 // offset 0; an all-zero block becomes a hole (punched on a file, zeroed on a
 // device) instead of a write.
 //
-// resumeFrom is an offset a previous attempt reported through progress (all
-// reported offsets are fsynced). Blocks below it are read and compared instead
+// progress is called with durable offsets (fsynced every 256 MiB, in the
+// background, so possibly from another goroutine) and with the image size at
+// the end. resumeFrom is an offset a previous attempt reported through progress. Blocks below it are read and compared instead
 // of written: a block that matches is skipped, one that differs is rewritten
 // and counted in BytesRepaired, so a retry after a crash re-streams without
 // rewriting what was written, and the final digest check covers the whole disk.
@@ -138,8 +139,7 @@ func writeImage(ctx context.Context, src io.Reader, spec ImageSpec, dev blockDev
 	if err != nil {
 		return ImageResult{}, err
 	}
-	defer closeDec()
-	if err := w.copyBlocks(ctx, dec); err != nil {
+	if err := w.copyBlocks(ctx, dec, closeDec); err != nil {
 		return ImageResult{}, err
 	}
 	if _, err := io.Copy(io.Discard, counted); err != nil { // the digest covers the whole stream as served
@@ -164,39 +164,49 @@ func writeImage(ctx context.Context, src io.Reader, spec ImageSpec, dev blockDev
 	return w.res, nil
 }
 
-// copyBlocks reads the decompressed image in 4 MiB blocks and puts each on disk.
-func (w *imageWriter) copyBlocks(ctx context.Context, dec io.Reader) error {
-	buf := make([]byte, blockSize)
-	var off, synced int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
+// copyBlocks takes the decompressed image in 4 MiB blocks from the
+// read-ahead goroutine and puts each on disk, with background syncs that
+// report durable progress every syncEvery bytes.
+func (w *imageWriter) copyBlocks(ctx context.Context, dec io.Reader, closeDec func()) error {
+	blocks, recycle, stop := readAhead(dec, closeDec)
+	defer stop()
+	sy := startSyncer(w.dev, w.progress)
+	err := w.consume(ctx, blocks, recycle, sy)
+	if serr := sy.finish(); err == nil && serr != nil {
+		err = errs.Wrap(errs.DriverError, serr, "flush disk %s", w.name)
+	}
+	return err
+}
+
+func (w *imageWriter) consume(ctx context.Context, blocks <-chan chunk, recycle func([]byte), sy *syncer) error {
+	var off, checked int64
+	for c := range blocks {
+		if ctxDone(ctx) {
+			return ctx.Err()
 		}
-		n, rerr := readBlock(dec, buf)
-		if n > 0 {
-			if off+int64(n) > w.size {
-				return errs.Invalid("image.size", "image is larger than disk %s of %d bytes (at least %d bytes)", w.name, w.size, off+int64(n))
+		if c.n > 0 {
+			if off+int64(c.n) > w.size {
+				return errs.Invalid("image.size", "image is larger than disk %s of %d bytes (at least %d bytes)", w.name, w.size, off+int64(c.n))
 			}
-			if err := w.putBlock(buf[:n], off); err != nil {
+			if err := w.putBlock(c.buf[:c.n], off); err != nil {
 				return err
 			}
-			off += int64(n)
+			off += int64(c.n)
 			w.res.ImageBytes = off
 		}
-		if off-synced >= syncEvery {
-			if err := w.dev.Sync(); err != nil {
-				return errs.Wrap(errs.DriverError, err, "flush disk %s", w.name)
-			}
-			synced = off
-			w.progress(off)
+		if off-checked >= syncEvery {
+			sy.checkpoint(off)
+			checked = off
 		}
 		switch {
-		case rerr == io.EOF:
+		case c.err == io.EOF:
 			return nil
-		case rerr != nil:
-			return errs.Wrap(errs.DriverError, rerr, "read image stream at image offset %d", off)
+		case c.err != nil:
+			return errs.Wrap(errs.DriverError, c.err, "read image stream at image offset %d", off)
 		}
+		recycle(c.buf)
 	}
+	return errs.New(errs.Internal, "image read-ahead ended without end of stream")
 }
 
 // putBlock writes one block at off: compared and skipped below the resume
