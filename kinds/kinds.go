@@ -117,8 +117,10 @@ type EnsureImageOutput struct {
 // WipeInput is disk.wipe's input.
 type WipeInput struct {
 	Mode string `json:"mode"` // quick, secure-erase, crypto-erase
-	// Nonce binds the signed results to this workflow.
-	Nonce string `json:"nonce"`
+	// WorkflowID and Nonce bind the signed results to this release: the
+	// ramdisk copies both into every attestation.
+	WorkflowID string `json:"workflowId"`
+	Nonce      string `json:"nonce"`
 }
 
 // DeployImageInput is deploy.image's input.

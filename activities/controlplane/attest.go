@@ -1,0 +1,85 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/better-compute/better-compute/attest"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
+	wf "github.com/better-compute/better-compute/workflows"
+)
+
+// VerifyWipe proves a wipe before a node may be ready: the result was
+// signed by a ramdisk certificate of our CA for this very node, not revoked;
+// every attestation in it verifies with that certificate's key; and they
+// cover every disk of the node's inventory for this workflow and nonce, each
+// read back. Anything less is UNVERIFIED_WIPE.
+func (a *Activities) VerifyWipe(ctx context.Context, in wf.VerifyWipeInput) (wf.WipeAttestation, error) {
+	att, err := a.verifyWipe(ctx, in)
+	return att, errs.ToTemporal(err)
+}
+
+func (a *Activities) verifyWipe(ctx context.Context, in wf.VerifyWipeInput) (wf.WipeAttestation, error) {
+	unverified := func(format string, args ...any) error {
+		return errs.New(errs.UnverifiedWipe, "node %s: %s", in.NodeID, fmt.Sprintf(format, args...))
+	}
+	if a.CA == nil {
+		return wf.WipeAttestation{}, unverified("the control plane has no CA (run `better-compute pki init`), so no signature can be checked")
+	}
+	cert, err := pki.ParseCert(in.Result.CertPEM)
+	if err != nil {
+		return wf.WipeAttestation{}, unverified("the wipe result carries no valid certificate: %v", err)
+	}
+	role, identity, err := a.CA.Verify(cert)
+	if err != nil {
+		return wf.WipeAttestation{}, unverified("the signing certificate is not ours: %v", err)
+	}
+	if role != pki.RoleRamdisk || identity != in.NodeID {
+		return wf.WipeAttestation{}, unverified("signed by %s %s, not by this node's ramdisk", role, identity)
+	}
+	serial := cert.SerialNumber.Text(16)
+	if revoked, err := a.Store.CertificateRevoked(ctx, serial); err != nil {
+		return wf.WipeAttestation{}, err
+	} else if revoked {
+		return wf.WipeAttestation{}, unverified("the signing certificate %s is revoked or was never issued here", serial)
+	}
+	pub, ok := pki.PublicKeyOf(cert).(ed25519.PublicKey)
+	if !ok {
+		return wf.WipeAttestation{}, unverified("the signing key is not ed25519")
+	}
+	if err := pki.VerifySignature(pub, in.Result.Payload, in.Result.Signature); err != nil {
+		return wf.WipeAttestation{}, unverified("the result's signature does not verify: %v", err)
+	}
+	var signed []attest.Signed
+	if err := json.Unmarshal(in.Result.Payload, &signed); err != nil {
+		return wf.WipeAttestation{}, unverified("the result is not a list of signed attestations: %v", err)
+	}
+	var atts []attest.WipeAttestation
+	var total int64
+	for _, s := range signed {
+		x, err := attest.Verify(pub, s)
+		if err != nil {
+			return wf.WipeAttestation{}, err
+		}
+		atts = append(atts, x)
+		total += x.BytesVerified
+	}
+	n, err := a.Store.GetNode(ctx, in.TenantID, in.NodeID)
+	if err != nil {
+		return wf.WipeAttestation{}, err
+	}
+	if err := attest.CheckCoverage(n.Disks, atts, in.NodeID, in.WorkflowID, in.Nonce); err != nil {
+		return wf.WipeAttestation{}, err
+	}
+	out := wf.WipeAttestation{Disks: append([]string(nil), n.Disks...), Bytes: total,
+		Signer: fmt.Sprintf("%s/%s serial %s", role, identity, serial), Verified: a.now().UTC()}
+	if len(atts) > 0 {
+		out.Mode = atts[0].Mode
+	}
+	sort.Strings(out.Disks)
+	return out, nil
+}

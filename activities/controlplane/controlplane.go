@@ -1,0 +1,143 @@
+// Package controlplane holds the activities that run on the control plane's
+// own task queue: moving nodes along the state table in Postgres, recording
+// commands, issuing discovery tokens, reading the catalog and profiles, and
+// verifying the machine-signed wipe attestations before a node is ready.
+package controlplane
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/ids"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/provision"
+	"github.com/better-compute/better-compute/store"
+	wf "github.com/better-compute/better-compute/workflows"
+)
+
+// DiscoveryTTL bounds how long a discovery token admits a ramdisk.
+const DiscoveryTTL = time.Hour
+
+// Activities holds the control plane's dependencies.
+type Activities struct {
+	Store *store.Store
+	CA    *pki.CA // nil until `better-compute pki init`: wipes cannot be verified
+	Now   func() time.Time
+}
+
+// Register registers every activity under its name.
+func (a *Activities) Register(r worker.ActivityRegistry) {
+	reg := func(name string, f any) { r.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: name}) }
+	reg(wf.ActGetNode, a.GetNode)
+	reg(wf.ActTransition, a.Transition)
+	reg(wf.ActRecordFacts, a.RecordFacts)
+	reg(wf.ActRecordDeployment, a.RecordDeployment)
+	reg(wf.ActIssueDiscovery, a.IssueDiscoveryToken)
+	reg(wf.ActVerifyWipe, a.VerifyWipe)
+	reg(wf.ActGetImage, a.GetImage)
+	reg(wf.ActGetProfile, a.GetProfile)
+	reg(wf.ActRevokeIdentity, a.RevokeIdentity)
+	reg(wf.ActStartCommand, a.StartCommand)
+	reg(wf.ActFinishCommand, a.FinishCommand)
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// GetNode reads what the workflows need of a node and its pool.
+func (a *Activities) GetNode(ctx context.Context, in wf.Input) (wf.NodeInfo, error) {
+	n, err := a.Store.GetNode(ctx, in.TenantID, in.NodeID)
+	if err != nil {
+		return wf.NodeInfo{}, errs.ToTemporal(err)
+	}
+	p, err := a.Store.GetPool(ctx, n.TenantID, n.PoolID)
+	if err != nil {
+		return wf.NodeInfo{}, errs.ToTemporal(err)
+	}
+	return wf.NodeInfo{TenantID: n.TenantID, NodeID: n.ID, SiteID: n.SiteID, PoolID: n.PoolID, State: n.State,
+		BMC:  kinds.BMCTarget{NodeID: n.ID, Address: n.BMCAddress, Driver: n.BMCDriver, CredentialsRef: n.BMCCredentialsRef},
+		MACs: n.MACs, Disks: n.Disks, Agent: p.Agent, AllowUnverifiedRelease: p.Policy.AllowUnverifiedRelease}, nil
+}
+
+// Transition moves a node, compare-and-set.
+func (a *Activities) Transition(ctx context.Context, in wf.TransitionInput) error {
+	return errs.ToTemporal(a.Store.Transition(ctx, in.TenantID, in.NodeID, in.From, in.To,
+		store.TransitionInfo{Error: in.Error, Maintenance: in.Maintenance}))
+}
+
+// RecordFacts stores what inspection learned.
+func (a *Activities) RecordFacts(ctx context.Context, in wf.FactsInput) error {
+	return errs.ToTemporal(a.Store.RecordFacts(ctx, in.TenantID, in.NodeID, store.NodeFacts{MACs: in.MACs,
+		ProductUUID: in.ProductUUID, Inventory: in.Inventory, Disks: in.Disks}))
+}
+
+// RecordDeployment stores the profile the node runs.
+func (a *Activities) RecordDeployment(ctx context.Context, in wf.DeploymentInput) error {
+	return errs.ToTemporal(a.Store.RecordDeployment(ctx, in.TenantID, in.NodeID, in.ProfileID, in.ProfileVersion, in.Role))
+}
+
+// IssueDiscoveryToken makes a fresh single-use token for one ramdisk boot.
+// Only its hash is stored; the plain token travels to the site inside the
+// encrypted payloads.
+func (a *Activities) IssueDiscoveryToken(ctx context.Context, in wf.DiscoveryInput) (string, error) {
+	plain, hash := pki.NewToken(pki.TokenDiscovery)
+	err := a.Store.CreateJoinToken(ctx, store.JoinToken{ID: ids.New(ids.JoinToken), TenantID: in.TenantID,
+		SiteID: in.SiteID, NodeID: in.NodeID, Kind: string(pki.TokenDiscovery), WorkflowID: in.WorkflowID,
+		ExpiresAt: a.now().Add(DiscoveryTTL)}, hash)
+	return string(plain), errs.ToTemporal(err)
+}
+
+// GetImage reads a catalog image as the site cache needs it.
+func (a *Activities) GetImage(ctx context.Context, in wf.ImageInput) (kinds.EnsureImageInput, error) {
+	img, err := a.Store.GetImage(ctx, in.TenantID, in.ImageID)
+	if err != nil {
+		return kinds.EnsureImageInput{}, errs.ToTemporal(err)
+	}
+	return kinds.EnsureImageInput{ImageID: img.ID, Source: img.Source, Digest: img.Digest,
+		Compression: img.Compression, Size: img.Size}, nil
+}
+
+// GetProfile reads a deploy profile.
+func (a *Activities) GetProfile(ctx context.Context, in wf.ProfileInput) (wf.Profile, error) {
+	p, err := a.Store.GetProfile(ctx, in.TenantID, in.ProfileID, in.Version)
+	if err != nil {
+		return wf.Profile{}, errs.ToTemporal(err)
+	}
+	var doc provision.Profile
+	if err := json.Unmarshal(p.Document, &doc); err != nil {
+		return wf.Profile{}, fmt.Errorf("profile %s v%d does not decode: %w", p.ID, p.Version, err)
+	}
+	out := wf.Profile{ID: doc.ID, Version: doc.Version, Role: doc.Role}
+	for _, s := range doc.Steps {
+		out.Steps = append(out.Steps, wf.ProfileStep{Use: s.Use, With: s.With})
+	}
+	return out, nil
+}
+
+// RevokeIdentity revokes a retired node's certificates and join tokens.
+func (a *Activities) RevokeIdentity(ctx context.Context, in wf.DeploymentInput) error {
+	_, err := a.Store.RevokeIdentity(ctx, in.TenantID, in.NodeID)
+	return errs.ToTemporal(err)
+}
+
+// StartCommand records a command sent (a local activity of the workflow).
+func (a *Activities) StartCommand(ctx context.Context, c wf.CommandRecord) error {
+	return a.Store.StartCommand(ctx, store.Command{ID: ids.New(ids.Command), TenantID: c.TenantID, NodeID: c.NodeID,
+		SiteID: c.SiteID, Kind: c.Kind, RunsOn: c.RunsOn, WorkflowID: c.WorkflowID, RunID: c.RunID, Step: c.Step})
+}
+
+// FinishCommand records a command's outcome.
+func (a *Activities) FinishCommand(ctx context.Context, c wf.CommandRecord) error {
+	return a.Store.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1), c.ErrorKind, c.Error)
+}

@@ -1,0 +1,191 @@
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/store"
+)
+
+// Certificate lifetimes by role.
+const (
+	siteCertTTL    = 30 * 24 * time.Hour
+	ramdiskCertTTL = 24 * time.Hour
+	nodeCertTTL    = 30 * 24 * time.Hour
+)
+
+// Agents is what the agents' listener needs: the CA that certifies agents,
+// and what a site agent's worker connects to.
+type Agents struct {
+	CA                *pki.CA
+	TemporalAddress   string
+	TemporalNamespace string
+	CodecKey          []byte
+}
+
+type tlsStateKey struct{}
+
+// AgentsHandler serves JoinService and SecretsService for agents. It must
+// be served over TLS: join answers carry certificates and, to site agents,
+// the codec key.
+func (s *Server) AgentsHandler(a Agents) http.Handler {
+	opts := []connect.HandlerOption{
+		connect.WithCodec(strictJSON{"json"}),
+		connect.WithCodec(strictJSON{"json; charset=utf-8"}),
+		connect.WithReadMaxBytes(MaxBodyBytes),
+		connect.WithInterceptors(errorInterceptor(s.log)),
+	}
+	mux := http.NewServeMux()
+	mux.Handle(bettercomputev1connect.NewJoinServiceHandler(join{s, a}, opts...))
+	mux.Handle(bettercomputev1connect.NewSecretsServiceHandler(secrets{s, a}, opts...))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			http.Error(w, "the agents' API answers only over TLS", http.StatusForbidden)
+			return
+		}
+		withKinds(mux).ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tlsStateKey{}, r.TLS)))
+	})
+}
+
+// peer returns the verified role and identity of the calling agent's
+// client certificate, if it sent one.
+func (a Agents) peer(ctx context.Context) (pki.Role, string, bool) {
+	st, ok := ctx.Value(tlsStateKey{}).(*tls.ConnectionState)
+	if !ok || len(st.PeerCertificates) == 0 {
+		return "", "", false
+	}
+	role, id, err := a.CA.Verify(st.PeerCertificates[0])
+	if err != nil {
+		return "", "", false
+	}
+	return role, id, true
+}
+
+type join struct {
+	*Server
+	a Agents
+}
+
+// admission is what a consumed token admits.
+type admission struct {
+	role            pki.Role
+	tenant, site    string
+	identity, token string
+	ttl             time.Duration
+}
+
+func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*connect.Response[v1.JoinResponse], error) {
+	m := req.Msg
+	pub, err := pki.ParsePublicKey(m.PublicKeyPem)
+	if err != nil {
+		return nil, errs.Invalid("publicKeyPem", "not a PKIX public key in PEM: %v", err)
+	}
+	adm, err := s.admit(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, err := s.a.CA.Issue(pub, adm.role, adm.identity, adm.ttl)
+	if err != nil {
+		return nil, err
+	}
+	out := &v1.JoinResponse{CertPem: certPEM, CaPem: s.a.CA.CertPEM(), Identity: adm.identity,
+		SiteId: adm.site, TenantId: adm.tenant}
+	if adm.role == pki.RoleSite {
+		out.TemporalAddress, out.TemporalNamespace = s.a.TemporalAddress, s.a.TemporalNamespace
+		out.TaskQueue, out.CodecKey = kinds.SiteTaskQueue(adm.site), s.a.CodecKey
+		if len(m.ServeHosts) > 0 {
+			if out.ServingCertPem, err = s.a.CA.IssueServer(pub, adm.role, adm.identity, m.ServeHosts, adm.ttl); err != nil {
+				return nil, err
+			}
+		}
+	}
+	cert, err := pki.ParseCert(certPEM)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.RecordCertificate(ctx, store.Certificate{Serial: cert.SerialNumber.Text(16), TenantID: adm.tenant,
+		Role: string(adm.role), Identity: adm.identity, SiteID: adm.site, TokenID: adm.token,
+		PublicKey: m.PublicKeyPem, CertPEM: certPEM, ExpiresAt: cert.NotAfter}); err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "agent joined", "role", adm.role, "identity", adm.identity, "site", adm.site)
+	return connect.NewResponse(out), nil
+}
+
+// admit consumes the token for the role asked. A ramdisk or machine token
+// brought by a site agent must be for a node of that agent's site.
+func (s join) admit(ctx context.Context, m *v1.JoinRequest) (admission, error) {
+	if _, _, err := pki.ParseToken(m.Token); err != nil {
+		return admission{}, err
+	}
+	hash := pki.HashToken(m.Token)
+	now := s.now()
+	switch pki.Role(m.Role) {
+	case pki.RoleSite:
+		t, err := s.store.ConsumeSiteToken(ctx, hash, now)
+		if err != nil {
+			return admission{}, err
+		}
+		return admission{role: pki.RoleSite, tenant: t.TenantID, site: t.SiteID, identity: t.SiteID, token: t.ID, ttl: siteCertTTL}, nil
+	case pki.RoleRamdisk, pki.RoleNode:
+		kind, ttl := string(pki.TokenDiscovery), ramdiskCertTTL
+		if pki.Role(m.Role) == pki.RoleNode {
+			kind, ttl = string(pki.TokenProvisioned), nodeCertTTL
+		}
+		t, err := s.store.ConsumeJoinToken(ctx, hash, kind, now)
+		if err != nil {
+			return admission{}, err
+		}
+		if role, site, ok := s.a.peer(ctx); ok && role == pki.RoleSite && site != t.SiteID {
+			return admission{}, errs.New(errs.Unauthenticated, "the token is for a node of another site")
+		}
+		return admission{role: pki.Role(m.Role), tenant: t.TenantID, site: t.SiteID, identity: t.NodeID, token: t.ID, ttl: ttl}, nil
+	}
+	return admission{}, errs.Invalid("role", "want site, ramdisk or node, got %q", m.Role)
+}
+
+type secrets struct {
+	*Server
+	a Agents
+}
+
+// Resolve gives a site agent the secret a node of its site uses, never
+// another site's.
+func (s secrets) Resolve(ctx context.Context, req *connect.Request[v1.ResolveSecretRequest]) (*connect.Response[v1.ResolveSecretResponse], error) {
+	role, site, ok := s.a.peer(ctx)
+	if !ok || role != pki.RoleSite {
+		return nil, errs.New(errs.Unauthenticated, "only a joined site agent resolves secrets (present its client certificate)")
+	}
+	rest, ok := strings.CutPrefix(req.Msg.Ref, "secret://")
+	tenant, id, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 {
+		return nil, errs.Invalid("ref", "want secret://<tenant>/<id>")
+	}
+	used, err := s.store.SecretUsedOnSite(ctx, req.Msg.Ref, site)
+	if err != nil {
+		return nil, err
+	}
+	if !used {
+		return nil, errs.New(errs.NotFound, "no node of site %s uses %s", site, req.Msg.Ref)
+	}
+	b, err := s.store.OpenSecret(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	var values map[string]string
+	if err := json.Unmarshal(b, &values); err != nil {
+		return nil, errs.New(errs.Internal, "secret %s is not a JSON object", id)
+	}
+	return connect.NewResponse(&v1.ResolveSecretResponse{Values: values}), nil
+}

@@ -1,0 +1,119 @@
+// Package api serves the control plane's Connect API (HTTP/1.1 JSON and h2c
+// gRPC): authentication and tenant scoping, input validation, the mapping of
+// error kinds to Connect codes, and the handlers of every service. Handlers
+// validate first and write nothing on bad input.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/config"
+	"github.com/better-compute/better-compute/store"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 1 << 20
+
+// Config is what the API needs.
+type Config struct {
+	Store     *store.Store
+	Temporal  client.Client // nil: workflow methods answer UNAVAILABLE
+	Namespace string
+	Hardware  config.HardwareProfiles
+	Logger    *slog.Logger
+	Now       func() time.Time // nil: time.Now
+}
+
+// Server implements the Connect services.
+type Server struct {
+	store     *store.Store
+	temporal  client.Client
+	namespace string
+	hardware  config.HardwareProfiles
+	log       *slog.Logger
+	now       func() time.Time
+}
+
+// New returns the API server.
+func New(cfg Config) *Server {
+	s := &Server{store: cfg.Store, temporal: cfg.Temporal, namespace: cfg.Namespace,
+		hardware: cfg.Hardware, log: cfg.Logger, now: cfg.Now}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s
+}
+
+// Handler returns the HTTP handler serving every service and /healthz.
+func (s *Server) Handler() http.Handler {
+	opts := []connect.HandlerOption{
+		connect.WithCodec(strictJSON{"json"}),
+		connect.WithCodec(strictJSON{"json; charset=utf-8"}),
+		connect.WithReadMaxBytes(MaxBodyBytes),
+		connect.WithInterceptors(errorInterceptor(s.log), authInterceptor(s.store)),
+	}
+	mux := http.NewServeMux()
+	mux.Handle(bettercomputev1connect.NewTenantsServiceHandler(tenants{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewSitesServiceHandler(sites{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewSiteTokensServiceHandler(siteTokens{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewPoolsServiceHandler(pools{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewImagesServiceHandler(images{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewProfilesServiceHandler(profiles{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewHardwareProfilesServiceHandler(hardwareProfiles{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewWorkflowsServiceHandler(workflows{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewMetalServiceHandler(metal{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewCommandsServiceHandler(commands{s}, opts...))
+	mux.HandleFunc("GET /healthz", s.health)
+	return withKinds(mux)
+}
+
+// health answers 200 when Postgres and Temporal answer, 503 otherwise.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	out := map[string]string{"status": "ok", "postgres": "ok", "temporal": "ok"}
+	code := http.StatusOK
+	if err := s.store.Pool().Ping(ctx); err != nil {
+		out["postgres"], out["status"], code = err.Error(), "unavailable", http.StatusServiceUnavailable
+	}
+	if s.temporal == nil {
+		out["temporal"] = "not connected"
+	} else if _, err := s.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		out["temporal"], out["status"], code = err.Error(), "unavailable", http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// strictJSON is Connect's JSON codec without its leniency: unknown fields are
+// an error, so a misspelt field never silently does nothing.
+type strictJSON struct{ name string }
+
+func (c strictJSON) Name() string { return c.name }
+
+func (strictJSON) Marshal(m any) ([]byte, error) {
+	return protojson.Marshal(m.(proto.Message))
+}
+
+func (strictJSON) Unmarshal(b []byte, m any) error {
+	msg := m.(proto.Message)
+	if len(b) == 0 {
+		proto.Reset(msg)
+		return nil
+	}
+	return protojson.UnmarshalOptions{DiscardUnknown: false}.Unmarshal(b, msg)
+}

@@ -1,0 +1,191 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/errs"
+)
+
+// codes maps each error kind to its Connect code. This is the only place
+// where kinds meet Connect codes.
+var codes = map[errs.Kind]connect.Code{
+	errs.NotFound:         connect.CodeNotFound,
+	errs.InvalidInput:     connect.CodeInvalidArgument,
+	errs.InvalidState:     connect.CodeFailedPrecondition,
+	errs.Unsupported:      connect.CodeUnimplemented,
+	errs.UnverifiedWipe:   connect.CodeFailedPrecondition,
+	errs.DriverError:      connect.CodeUnavailable,
+	errs.Unauthenticated:  connect.CodeUnauthenticated,
+	errs.PermissionDenied: connect.CodePermissionDenied,
+	errs.AlreadyExists:    connect.CodeAlreadyExists,
+	errs.ForbiddenTarget:  connect.CodePermissionDenied,
+	errs.Unavailable:      connect.CodeUnavailable,
+	errs.Internal:         connect.CodeInternal,
+}
+
+// kindsByCode maps Connect's own errors (bad JSON, oversized bodies, unknown
+// procedures) to kinds, so every error the API returns carries one.
+var kindsByCode = map[connect.Code]errs.Kind{
+	connect.CodeInvalidArgument:    errs.InvalidInput,
+	connect.CodeResourceExhausted:  errs.InvalidInput,
+	connect.CodeNotFound:           errs.NotFound,
+	connect.CodeUnimplemented:      errs.Unsupported,
+	connect.CodeUnauthenticated:    errs.Unauthenticated,
+	connect.CodeFailedPrecondition: errs.InvalidState,
+	connect.CodeUnavailable:        errs.Unavailable,
+	connect.CodeAlreadyExists:      errs.AlreadyExists,
+}
+
+// toConnect turns any error into a Connect error carrying an ErrorDetail.
+// Errors that are not ours are logged and answered as INTERNAL without their
+// text, so nothing unexpected (a query, a secret) reaches the client.
+func toConnect(ctx context.Context, log *slog.Logger, procedure string, err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) && !hasDetail(ce) {
+		kind, ok := kindsByCode[ce.Code()]
+		if !ok {
+			kind = errs.Internal
+		}
+		return withDetail(ce, &v1.ErrorDetail{Kind: string(kind), Op: procedure})
+	}
+	if ce != nil {
+		return ce
+	}
+	var e *errs.Error
+	if !errors.As(err, &e) {
+		if ctx.Err() != nil {
+			return connect.NewError(connect.CodeCanceled, ctx.Err())
+		}
+		log.ErrorContext(ctx, "internal error", "procedure", procedure, "err", err)
+		e = errs.New(errs.Internal, "internal error; see the control plane's log")
+	}
+	code, ok := codes[e.Kind]
+	if !ok {
+		code = connect.CodeUnknown
+	}
+	msg := e.Msg
+	if e.Err != nil && e.Kind != errs.Internal {
+		msg += ": " + e.Err.Error()
+	}
+	return withDetail(connect.NewError(code, errors.New(msg)),
+		&v1.ErrorDetail{Kind: string(e.Kind), Field: e.Field, Op: procedure})
+}
+
+func hasDetail(ce *connect.Error) bool {
+	for _, d := range ce.Details() {
+		if d.Type() == "bettercompute.v1.ErrorDetail" {
+			return true
+		}
+	}
+	return false
+}
+
+func withDetail(ce *connect.Error, d *v1.ErrorDetail) *connect.Error {
+	if detail, err := connect.NewErrorDetail(d); err == nil {
+		ce.AddDetail(detail)
+	}
+	return ce
+}
+
+// errorInterceptor maps every handler error once, at the edge.
+func errorInterceptor(log *slog.Logger) connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			resp, err := next(ctx, req)
+			if err != nil {
+				return nil, toConnect(ctx, log, req.Spec().Procedure, err)
+			}
+			return resp, nil
+		}
+	}
+}
+
+// connectKinds maps the Connect protocol's error codes, as they appear in
+// a JSON error body, to kinds.
+var connectKinds = map[string]errs.Kind{
+	"invalid_argument":    errs.InvalidInput,
+	"resource_exhausted":  errs.InvalidInput,
+	"not_found":           errs.NotFound,
+	"unimplemented":       errs.Unsupported,
+	"unauthenticated":     errs.Unauthenticated,
+	"failed_precondition": errs.InvalidState,
+	"unavailable":         errs.Unavailable,
+	"already_exists":      errs.AlreadyExists,
+	"permission_denied":   errs.PermissionDenied,
+}
+
+// withKinds adds an ErrorDetail to the Connect JSON errors that Connect
+// writes before any interceptor runs (a body that does not decode, an
+// unknown field, an oversized body), so every error carries its kind.
+func withKinds(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Content-Type") != "application/json" && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json;") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := &errorRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		rec.finish(r.URL.Path)
+	})
+}
+
+// errorRecorder holds back error bodies to add the detail; success
+// responses pass straight through.
+type errorRecorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (e *errorRecorder) WriteHeader(code int) {
+	e.status = code
+	if code < 400 {
+		e.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (e *errorRecorder) Write(b []byte) (int, error) {
+	if e.status == 0 {
+		e.WriteHeader(http.StatusOK)
+	}
+	if e.status < 400 {
+		return e.ResponseWriter.Write(b)
+	}
+	return e.body.Write(b)
+}
+
+func (e *errorRecorder) finish(procedure string) {
+	if e.status < 400 {
+		return
+	}
+	out := e.body.Bytes()
+	var body map[string]any
+	if json.Unmarshal(out, &body) == nil && body["details"] == nil {
+		code, _ := body["code"].(string)
+		kind, ok := connectKinds[code]
+		if !ok {
+			kind = errs.Internal
+		}
+		d := &v1.ErrorDetail{Kind: string(kind), Op: procedure}
+		raw, _ := proto.Marshal(d)
+		body["details"] = []any{map[string]any{"type": "bettercompute.v1.ErrorDetail",
+			"value": base64.RawStdEncoding.EncodeToString(raw), "debug": map[string]any{"kind": d.Kind, "op": d.Op}}}
+		if b, err := json.Marshal(body); err == nil {
+			out = b
+		}
+	}
+	e.ResponseWriter.Header().Del("Content-Length")
+	e.ResponseWriter.WriteHeader(e.status)
+	_, _ = e.ResponseWriter.Write(out)
+}

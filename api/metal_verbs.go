@@ -1,0 +1,133 @@
+package api
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/nodestate"
+	wf "github.com/better-compute/better-compute/workflows"
+)
+
+func (s metal) Get(ctx context.Context, r *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
+	n, err := s.node(ctx, r.Msg.TenantId, r.Msg.Id)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.GetNodeResponse{Node: nodeOut(n)}), nil
+}
+
+func (s metal) List(ctx context.Context, r *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
+	t, err := s.tenantOf(ctx, r.Msg.TenantId)
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListNodes(ctx, t, r.Msg.PoolId)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.ListNodesResponse{Items: mapSlice(list, nodeOut)}), nil
+}
+
+func (s metal) Deploy(ctx context.Context, r *connect.Request[v1.DeployRequest]) (*connect.Response[v1.VerbResponse], error) {
+	n, err := s.node(ctx, r.Msg.TenantId, r.Msg.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	if r.Msg.Profile == "" {
+		return nil, errs.Invalid("profile", "name the deploy profile")
+	}
+	if r.Msg.ProfileVersion < 1 {
+		return nil, errs.Invalid("profileVersion", "name the profile version to deploy (1 or more), got %d", r.Msg.ProfileVersion)
+	}
+	if _, err := s.store.GetProfile(ctx, n.TenantID, r.Msg.Profile, int(r.Msg.ProfileVersion)); err != nil {
+		return nil, err
+	}
+	return s.start(ctx, n, nodestate.Deploy, wf.Input{ProfileID: r.Msg.Profile, ProfileVersion: int(r.Msg.ProfileVersion)})
+}
+
+// Wipe modes of metal.undeploy.
+var wipeModes = []string{"quick", "secure-erase", "crypto-erase", "none"}
+
+func (s metal) Undeploy(ctx context.Context, r *connect.Request[v1.UndeployRequest]) (*connect.Response[v1.VerbResponse], error) {
+	mode := r.Msg.Wipe
+	if mode == "" {
+		mode = "quick"
+	}
+	var c checks
+	c.oneOf("wipe", mode, wipeModes...)
+	if c.err != nil {
+		return nil, c.err
+	}
+	n, err := s.node(ctx, r.Msg.TenantId, r.Msg.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	return s.start(ctx, n, nodestate.Undeploy, wf.Input{Wipe: mode})
+}
+
+func (s metal) Power(ctx context.Context, r *connect.Request[v1.PowerRequest]) (*connect.Response[v1.VerbResponse], error) {
+	if _, err := bmc.ParsePowerAction(r.Msg.Action); err != nil {
+		return nil, err
+	}
+	n, err := s.node(ctx, r.Msg.TenantId, r.Msg.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	return s.start(ctx, n, nodestate.Power, wf.Input{Action: r.Msg.Action})
+}
+
+// Abort stops the node's running workflow; the workflow moves the node to
+// failed with failedFrom and the reason.
+func (s metal) Abort(ctx context.Context, r *connect.Request[v1.AbortRequest]) (*connect.Response[v1.VerbResponse], error) {
+	if r.Msg.Reason == "" {
+		return nil, errs.Invalid("reason", "say why: the reason is recorded on the node")
+	}
+	n, err := s.node(ctx, r.Msg.TenantId, r.Msg.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	if s.temporal == nil {
+		return nil, errs.New(errs.Unavailable, "this process is not connected to Temporal")
+	}
+	if s.running(ctx, n.ID) == nil {
+		return nil, errs.New(errs.InvalidState, "node %s (%s) runs no workflow: nothing to abort", n.ID, n.State)
+	}
+	id := wf.WorkflowID(n.ID)
+	if err := s.temporal.SignalWorkflow(ctx, id, "", wf.AbortSignal, r.Msg.Reason); err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "signal %s", id)
+	}
+	if err := s.temporal.CancelWorkflow(ctx, id, ""); err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "cancel %s", id)
+	}
+	return connect.NewResponse(&v1.VerbResponse{Node: nodeOut(n), WorkflowId: id}), nil
+}
+
+type commands struct{ *Server }
+
+func (s commands) List(ctx context.Context, r *connect.Request[v1.ListCommandsRequest]) (*connect.Response[v1.ListCommandsResponse], error) {
+	n, err := metal(s).node(ctx, r.Msg.TenantId, r.Msg.NodeId)
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListCommands(ctx, n.TenantID, n.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := &v1.ListCommandsResponse{}
+	for _, c := range list {
+		x := &v1.Command{Id: c.ID, NodeId: c.NodeID, SiteId: c.SiteID, Kind: c.Kind, RunsOn: c.RunsOn,
+			WorkflowId: c.WorkflowID, RunId: c.RunID, Step: c.Step, Attempt: int32(c.Attempt), Status: c.Status,
+			ErrorKind: c.ErrorKind, Error: c.Error, StartedAt: timestamppb.New(c.StartedAt)}
+		if c.FinishedAt != nil {
+			x.FinishedAt = timestamppb.New(*c.FinishedAt)
+			x.DurationMs = c.FinishedAt.Sub(c.StartedAt).Milliseconds()
+		}
+		out.Items = append(out.Items, x)
+	}
+	return connect.NewResponse(out), nil
+}

@@ -1,0 +1,95 @@
+// Command better-compute is the operator's CLI and the control plane
+// (`better-compute serve`).
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	bccli "github.com/better-compute/better-compute/cli"
+	"github.com/better-compute/better-compute/controlplane"
+	"github.com/better-compute/better-compute/pki"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := bccli.Main(ctx, os.Args, os.Stdout, os.Stderr, serveCommand(), pkiCommand())
+	stop()
+	os.Exit(code)
+}
+
+func logger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+func dataDirFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "data-dir", EnvVars: []string{"BETTER_COMPUTE_DATA_DIR"},
+		Value: controlplane.DefaultDataDir, Usage: "where the control plane keeps its state"}
+}
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the control plane (embedded Temporal and PostgreSQL unless told otherwise)",
+		Flags: []cli.Flag{
+			dataDirFlag(),
+			&cli.StringFlag{Name: "database-url", EnvVars: []string{"BETTER_COMPUTE_DATABASE_URL"}, Usage: "external PostgreSQL (default: a private cluster in the data dir)"},
+			&cli.StringFlag{Name: "temporal-address", Usage: "external Temporal frontend host:port (default: an embedded server)"},
+			&cli.StringFlag{Name: "temporal-namespace", Value: controlplane.DefaultNamespace},
+			&cli.StringFlag{Name: "temporal-listen", Value: controlplane.DefaultTemporalListen, Usage: "the embedded Temporal frontend's address"},
+			&cli.StringFlag{Name: "listen", Value: controlplane.DefaultListen, Usage: "the API's address"},
+			&cli.StringFlag{Name: "ui-listen", Value: controlplane.DefaultUIListen, Usage: "the embedded Temporal Web UI's address, or off"},
+			&cli.StringFlag{Name: "agents-listen", Value: controlplane.DefaultAgentsListen, Usage: "TLS listener where agents join, or off"},
+			&cli.StringFlag{Name: "config", Usage: "configuration file (default: <data-dir>/config.yaml)"},
+			&cli.StringFlag{Name: "pki-dir", Usage: "the CA (default: <data-dir>/pki)"},
+			&cli.StringFlag{Name: "only", Usage: "run only the api or only the worker, for scale-out"},
+			&cli.StringFlag{Name: "log-level", Value: "info"},
+		},
+		Action: func(c *cli.Context) error {
+			return controlplane.Run(c.Context, controlplane.Config{
+				DataDir: c.String("data-dir"), DatabaseURL: c.String("database-url"),
+				TemporalAddress: c.String("temporal-address"), TemporalNamespace: c.String("temporal-namespace"),
+				TemporalListen: c.String("temporal-listen"), Listen: c.String("listen"), UIListen: c.String("ui-listen"),
+				AgentsListen: c.String("agents-listen"), ConfigFile: c.String("config"), PKIDir: c.String("pki-dir"),
+				Only: c.String("only"), Logger: logger(c.String("log-level")),
+			}, c.App.Writer)
+		},
+	}
+}
+
+func pkiCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "pki",
+		Usage: "the project's certificate authority",
+		Subcommands: []*cli.Command{{
+			Name:  "init",
+			Usage: "create the CA in the data dir",
+			Flags: []cli.Flag{
+				dataDirFlag(),
+				&cli.StringFlag{Name: "trust-domain", Required: true, Usage: "e.g. site.example.test"},
+				&cli.StringFlag{Name: "pki-dir", Usage: "default: <data-dir>/pki"},
+			},
+			Action: func(c *cli.Context) error {
+				dir := c.String("pki-dir")
+				if dir == "" {
+					dir = c.String("data-dir") + "/pki"
+				}
+				ca, err := pki.Init(dir, c.String("trust-domain"))
+				if err != nil {
+					return err
+				}
+				_, err = c.App.Writer.Write([]byte("created CA for trust domain " + ca.TrustDomain() + " in " + dir + "\n"))
+				return err
+			},
+		}},
+	}
+}

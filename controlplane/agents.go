@@ -1,0 +1,82 @@
+package controlplane
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/better-compute/better-compute/api"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
+)
+
+// loadCA loads the project's CA; without one, agents cannot join and wipes
+// cannot be verified, which the banner says.
+func loadCA(dir string) (*pki.CA, error) {
+	ca, err := pki.Load(dir)
+	if errs.Is(err, errs.NotFound) {
+		return nil, nil
+	}
+	return ca, err
+}
+
+// startAgents serves JoinService and SecretsService over TLS with a serving
+// certificate from the CA; client certificates are verified when sent.
+func (cp *ControlPlane) startAgents(key []byte) error {
+	if cp.ca == nil || cp.cfg.AgentsListen == "off" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(cp.cfg.AgentsListen)
+	if err != nil {
+		return errs.Invalid("agents-listen", "want host:port, got %q", cp.cfg.AgentsListen)
+	}
+	signer, err := pki.LoadOrCreateKey(filepath.Join(cp.cfg.PKIDir, "control-plane.key"), pki.NewKey)
+	if err != nil {
+		return err
+	}
+	hosts := []string{host}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		hosts = []string{"localhost", "127.0.0.1"}
+	}
+	certPEM, err := cp.ca.IssueServer(signer.Public(), pki.RoleControlPlane, "control-plane", hosts, pki.MaxTTL)
+	if err != nil {
+		return err
+	}
+	cert, err := pki.ParseCert(certPEM)
+	if err != nil {
+		return err
+	}
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: cp.ca.Pool(),
+		Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw, cp.ca.Certificate().Raw}, PrivateKey: signer, Leaf: cert}}}
+	ln, err := net.Listen("tcp", cp.cfg.AgentsListen)
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, err, "the agents' listener cannot listen on %s (pick another with --agents-listen)", cp.cfg.AgentsListen)
+	}
+	srv := api.New(api.Config{Store: cp.store, Logger: cp.log})
+	cp.agents = &http.Server{Handler: srv.AgentsHandler(api.Agents{CA: cp.ca, TemporalAddress: cp.TemporalAddress(),
+		TemporalNamespace: cp.cfg.TemporalNamespace, CodecKey: key}), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}
+	cp.agentsURL = "https://" + ln.Addr().String()
+	go func() {
+		if err := cp.agents.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cp.log.Error("agents' listener stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// AgentsURL is the agents' TLS listener ("" without a CA).
+func (cp *ControlPlane) AgentsURL() string { return cp.agentsURL }
+
+// CAFile is the CA certificate agents verify the control plane with.
+func (cp *ControlPlane) CAFile() string { return filepath.Join(cp.cfg.PKIDir, "ca.crt") }
+
+// uiOrigins are the Web UI's origins, allowed to call the payload codec.
+func (cp *ControlPlane) uiOrigins() []string {
+	if cp.temporal == nil || cp.temporal.UIURL() == "" {
+		return nil
+	}
+	return []string{cp.temporal.UIURL()}
+}

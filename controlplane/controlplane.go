@@ -1,0 +1,371 @@
+// Package controlplane assembles `better-compute serve`: PostgreSQL (external
+// or a private cluster in the data dir), Temporal (external or embedded, with
+// its Web UI), the Connect API and the control-plane Temporal worker. It is
+// stateless over Postgres and Temporal: several processes may share them.
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/better-compute/better-compute/api"
+	"github.com/better-compute/better-compute/codec"
+	"github.com/better-compute/better-compute/config"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/store"
+	"github.com/better-compute/better-compute/store/pgcluster"
+	"github.com/better-compute/better-compute/tserver"
+)
+
+// Components a process may run alone, for scale-out.
+const (
+	OnlyAPI    = "api"
+	OnlyWorker = "worker"
+)
+
+// Defaults for Config.
+const (
+	DefaultListen         = "127.0.0.1:7780"
+	DefaultTemporalListen = "127.0.0.1:7233"
+	DefaultUIListen       = "127.0.0.1:8233"
+	DefaultAgentsListen   = "127.0.0.1:7781"
+	DefaultNamespace      = "better-compute"
+	DefaultDataDir        = ".better-compute"
+	RootTokenFile         = "root-token"
+	databaseName          = "better_compute"
+)
+
+// Config is everything `serve` takes.
+type Config struct {
+	DataDir           string
+	DatabaseURL       string // "": a private cluster in DataDir/postgres
+	TemporalAddress   string // "": an embedded server in DataDir
+	TemporalNamespace string
+	TemporalListen    string // the embedded frontend's address
+	Listen            string // the API's address
+	UIListen          string // the embedded Web UI's address; "off" for none
+	ConfigFile        string // "": DataDir/config.yaml
+	PKIDir            string // "": DataDir/pki (made by `better-compute pki init`)
+	AgentsListen      string // TLS listener for agents (join, secrets); "off" for none
+	Only              string // "", OnlyAPI or OnlyWorker
+	Logger            *slog.Logger
+}
+
+// ControlPlane is a running control plane.
+type ControlPlane struct {
+	cfg       Config
+	log       *slog.Logger
+	pg        *pgcluster.Cluster
+	store     *store.Store
+	temporal  *tserver.Server
+	client    client.Client
+	worker    interface{ Stop() }
+	ca        *pki.CA
+	http      *http.Server
+	agents    *http.Server
+	agentsURL string
+	apiURL    string
+	tokenPath string
+	closers   []func()
+}
+
+// Start starts every component Config asks for. On error, what started is stopped.
+func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
+	cfg = withDefaults(cfg)
+	if cfg.Only != "" && cfg.Only != OnlyAPI && cfg.Only != OnlyWorker {
+		return nil, errs.Invalid("only", "want %q or %q, got %q", OnlyAPI, OnlyWorker, cfg.Only)
+	}
+	cp = &ControlPlane{cfg: cfg, log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+			cp = nil
+		}
+	}()
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	hw, err := config.Load(cfg.ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.startStore(ctx); err != nil {
+		return nil, err
+	}
+	key, err := cp.store.CodecKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.startTemporal(ctx, key); err != nil {
+		return nil, err
+	}
+	if cp.ca, err = loadCA(cfg.PKIDir); err != nil {
+		return nil, err
+	}
+	if cfg.Only != OnlyAPI {
+		if err := cp.startWorker(); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Only != OnlyWorker {
+		if err := cp.startAPI(hw.HardwareProfiles, key); err != nil {
+			return nil, err
+		}
+		if err := cp.startAgents(key); err != nil {
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir
+	}
+	if abs, err := filepath.Abs(cfg.DataDir); err == nil {
+		cfg.DataDir = abs
+	}
+	if cfg.TemporalNamespace == "" {
+		cfg.TemporalNamespace = DefaultNamespace
+	}
+	if cfg.TemporalListen == "" {
+		cfg.TemporalListen = DefaultTemporalListen
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.UIListen == "" {
+		cfg.UIListen = DefaultUIListen
+	}
+	if cfg.AgentsListen == "" {
+		cfg.AgentsListen = DefaultAgentsListen
+	}
+	if cfg.PKIDir == "" {
+		cfg.PKIDir = filepath.Join(cfg.DataDir, "pki")
+	}
+	if cfg.ConfigFile == "" {
+		cfg.ConfigFile = filepath.Join(cfg.DataDir, "config.yaml")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// startStore opens Postgres, migrates it, and makes sure tenant root and the
+// root credential exist.
+func (cp *ControlPlane) startStore(ctx context.Context) error {
+	url := cp.cfg.DatabaseURL
+	if url == "" {
+		pg, err := pgcluster.Start(ctx, filepath.Join(cp.cfg.DataDir, "postgres"), cp.log)
+		if err != nil {
+			return err
+		}
+		cp.pg = pg
+		if err := pg.CreateDatabase(ctx, databaseName); err != nil {
+			return err
+		}
+		url = pg.URL(databaseName)
+	}
+	s, err := store.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	cp.store = s
+	if err := s.Migrate(ctx); err != nil {
+		return err
+	}
+	if err := s.EnsureTenant(ctx, api.RootTenant); err != nil {
+		return err
+	}
+	cp.tokenPath = filepath.Join(cp.cfg.DataDir, RootTokenFile)
+	return ensureRootToken(ctx, s, cp.tokenPath)
+}
+
+// startTemporal starts the embedded server or connects to an external one,
+// then makes sure the namespace and search attributes exist.
+func (cp *ControlPlane) startTemporal(ctx context.Context, key []byte) error {
+	addr := cp.cfg.TemporalAddress
+	if addr == "" {
+		host, port, err := splitHostPort(cp.cfg.TemporalListen, "temporal-listen")
+		if err != nil {
+			return err
+		}
+		uiPort := -1
+		if cp.cfg.UIListen != "off" {
+			if _, uiPort, err = splitHostPort(cp.cfg.UIListen, "ui-listen"); err != nil {
+				return err
+			}
+		}
+		srv, err := tserver.Start(ctx, tserver.Config{DataDir: cp.cfg.DataDir, Namespace: cp.cfg.TemporalNamespace,
+			Host: host, FrontendPort: port, UIPort: uiPort, CodecEndpoint: codecEndpoint(cp.cfg.Listen), Logger: cp.log})
+		if err != nil {
+			return err
+		}
+		cp.temporal = srv
+		addr = srv.FrontendAddress()
+	}
+	c, err := Dial(ctx, addr, cp.cfg.TemporalNamespace, key, cp.log)
+	if err != nil {
+		return err
+	}
+	cp.client = c
+	if cp.temporal == nil {
+		if err := tserver.EnsureNamespace(ctx, c, cp.cfg.TemporalNamespace); err != nil {
+			return err
+		}
+	}
+	return tserver.RegisterSearchAttributes(ctx, c, cp.cfg.TemporalNamespace)
+}
+
+// Dial connects to Temporal with the encrypting payload codec, retrying for
+// up to 30 seconds while the frontend comes up.
+func Dial(ctx context.Context, addr, namespace string, key []byte, log *slog.Logger) (client.Client, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	dc := codec.NewDataConverter(key)
+	for {
+		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace,
+			DataConverter: dc, FailureConverter: codec.NewFailureConverter(dc), Logger: temporalLogger(log)})
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, errs.Wrap(errs.Unavailable, err, "cannot reach Temporal at %s (check --temporal-address)", addr)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key []byte) error {
+	ln, err := net.Listen("tcp", cp.cfg.Listen)
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, err, "the API cannot listen on %s (pick another with --listen)", cp.cfg.Listen)
+	}
+	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, Namespace: cp.cfg.TemporalNamespace,
+		Hardware: hw, Logger: cp.log})
+	mux := http.NewServeMux()
+	mux.Handle("/", srv.Handler())
+	mux.Handle("/codec/", loopbackOnly(http.StripPrefix("/codec", codec.HTTPHandler(key, cp.uiOrigins()...))))
+	cp.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cp.log.Handler(), slog.LevelWarn)}
+	cp.http.Protocols = new(http.Protocols)
+	cp.http.Protocols.SetHTTP1(true)
+	cp.http.Protocols.SetUnencryptedHTTP2(true)
+	cp.apiURL = "http://" + ln.Addr().String()
+	go func() {
+		if err := cp.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cp.log.Error("API server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// loopbackOnly serves the payload codec only to local callers: it decrypts
+// workflow payloads, so it is for the Web UI on this machine.
+func loopbackOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			http.Error(w, "the payload codec answers only on loopback", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func codecEndpoint(listen string) string { return "http://" + listen + "/codec" }
+
+func splitHostPort(addr, flag string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	port, perr := strconv.Atoi(p)
+	if err != nil || perr != nil || port < 0 || port > 65535 {
+		return "", 0, errs.Invalid(flag, "want host:port, got %q", addr)
+	}
+	return host, port, nil
+}
+
+// APIURL is the API's base URL ("" when this process runs no API).
+func (cp *ControlPlane) APIURL() string { return cp.apiURL }
+
+// TemporalAddress is the frontend this process uses.
+func (cp *ControlPlane) TemporalAddress() string {
+	if cp.temporal != nil {
+		return cp.temporal.FrontendAddress()
+	}
+	return cp.cfg.TemporalAddress
+}
+
+// Client is this process's Temporal client.
+func (cp *ControlPlane) Client() client.Client { return cp.client }
+
+// Store is this process's store.
+func (cp *ControlPlane) Store() *store.Store { return cp.store }
+
+// RootTokenPath is where the root credential is.
+func (cp *ControlPlane) RootTokenPath() string { return cp.tokenPath }
+
+// Stop stops every component, newest first. Safe to call twice.
+func (cp *ControlPlane) Stop() {
+	if cp.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = cp.http.Shutdown(ctx)
+		cancel()
+		cp.http = nil
+	}
+	if cp.agents != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = cp.agents.Shutdown(ctx)
+		cancel()
+		cp.agents = nil
+	}
+	if cp.worker != nil {
+		cp.worker.Stop()
+		cp.worker = nil
+	}
+	if cp.client != nil {
+		cp.client.Close()
+		cp.client = nil
+	}
+	if cp.temporal != nil {
+		if err := cp.temporal.Stop(); err != nil {
+			cp.log.Warn("stop Temporal", "err", err)
+		}
+		cp.temporal = nil
+	}
+	if cp.store != nil {
+		cp.store.Close()
+		cp.store = nil
+	}
+	if cp.pg != nil {
+		if err := cp.pg.Stop(); err != nil {
+			cp.log.Warn("stop PostgreSQL", "err", err)
+		}
+		cp.pg = nil
+	}
+}
+
+// Run starts the control plane, prints where everything is to out, and
+// serves until ctx is done.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
+	started := time.Now()
+	cp, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	cp.PrintBanner(out, time.Since(started))
+	<-ctx.Done()
+	cp.log.Info("shutting down")
+	return nil
+}

@@ -1,0 +1,29 @@
+package controlplane
+
+import (
+	"log/slog"
+
+	"go.temporal.io/sdk/log"
+
+	"github.com/better-compute/better-compute/activities/controlplane"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/worker"
+	"github.com/better-compute/better-compute/workflows"
+)
+
+// TaskQueue is the control plane's own task queue.
+const TaskQueue = workflows.ControlPlaneQueue
+
+// startWorker runs the control plane's Temporal worker: the metal verbs'
+// workflows and the control-plane activities.
+func (cp *ControlPlane) startWorker() error {
+	w := worker.ControlPlane(cp.client, &controlplane.Activities{Store: cp.store, CA: cp.ca})
+	if err := w.Start(); err != nil {
+		return errs.Wrap(errs.Unavailable, err, "start the control-plane worker")
+	}
+	cp.worker = w
+	return nil
+}
+
+// temporalLogger routes the Temporal SDK's logs to slog.
+func temporalLogger(l *slog.Logger) log.Logger { return log.NewStructuredLogger(l) }

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Command is one command sent to a site or a ramdisk: a row of the log that
+// `commands list --node` shows.
+type Command struct {
+	ID, TenantID, NodeID, SiteID string
+	Kind                         string
+	RunsOn                       string // site or ramdisk
+	WorkflowID, RunID, Step      string
+	Attempt                      int
+	Status                       string // sent, succeeded, failed
+	ErrorKind, Error             string
+	StartedAt                    time.Time
+	FinishedAt                   *time.Time
+}
+
+// Command statuses.
+const (
+	CommandSent      = "sent"
+	CommandSucceeded = "succeeded"
+	CommandFailed    = "failed"
+)
+
+const commandColumns = `id, tenant_id, node_id, site_id, kind, runs_on, workflow_id, run_id, step, attempt,
+	status, error_kind, error, started_at, finished_at`
+
+func scanCommand(row pgx.Row) (Command, error) {
+	var c Command
+	err := row.Scan(&c.ID, &c.TenantID, &c.NodeID, &c.SiteID, &c.Kind, &c.RunsOn, &c.WorkflowID, &c.RunID,
+		&c.Step, &c.Attempt, &c.Status, &c.ErrorKind, &c.Error, &c.StartedAt, &c.FinishedAt)
+	return c, err
+}
+
+// StartCommand records that a command was sent. A step is recorded once per
+// workflow run: recording it again (a replayed local activity) keeps the row.
+func (s *Store) StartCommand(ctx context.Context, c Command) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO commands (id, tenant_id, node_id, site_id, kind, runs_on, workflow_id, run_id, step, status)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'sent')
+		ON CONFLICT (workflow_id, run_id, step) DO NOTHING`,
+		c.ID, c.TenantID, c.NodeID, c.SiteID, c.Kind, c.RunsOn, c.WorkflowID, c.RunID, c.Step)
+	return dbError("store.StartCommand", err)
+}
+
+// FinishCommand records a command's outcome and the attempts it took.
+func (s *Store) FinishCommand(ctx context.Context, workflowID, runID, step, status string, attempt int, errKind, errMsg string) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE commands SET status = $4, attempt = GREATEST($5, 1), error_kind = $6, error = $7, finished_at = now()
+		WHERE workflow_id = $1 AND run_id = $2 AND step = $3`, workflowID, runID, step, status, attempt, errKind, errMsg)
+	return dbError("store.FinishCommand", err)
+}
+
+// ListCommands returns the commands sent for the tenant's node, oldest first.
+func (s *Store) ListCommands(ctx context.Context, tenantID, nodeID string) ([]Command, error) {
+	rows, err := s.pool.Query(ctx, "SELECT "+commandColumns+` FROM commands
+		WHERE tenant_id = $1 AND node_id = $2 ORDER BY started_at, id`, tenantID, nodeID)
+	if err != nil {
+		return nil, dbError("store.ListCommands", err)
+	}
+	out, err := collect(rows, scanCommand)
+	return out, dbError("store.ListCommands", err)
+}

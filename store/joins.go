@@ -1,0 +1,100 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/better-compute/better-compute/errs"
+)
+
+// JoinToken admits one agent of a node once: a discovery token per ramdisk
+// boot, a provisioned token per installed OS. Only its hash is stored.
+type JoinToken struct {
+	ID, TenantID, SiteID, NodeID string
+	Kind                         string // disc or prov
+	WorkflowID                   string
+	ExpiresAt                    time.Time
+}
+
+// CreateJoinToken stores a join token's hash.
+func (s *Store) CreateJoinToken(ctx context.Context, t JoinToken, hash []byte) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO join_tokens (id, tenant_id, site_id, node_id, kind, hash, workflow_id, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		t.ID, t.TenantID, t.SiteID, t.NodeID, t.Kind, hash, t.WorkflowID, t.ExpiresAt)
+	return dbError("store.CreateJoinToken", err)
+}
+
+// ConsumeJoinToken marks the token with hash used, once. Unknown, used,
+// expired or of another kind: UNAUTHENTICATED, saying which, never the token.
+func (s *Store) ConsumeJoinToken(ctx context.Context, hash []byte, kind string, now time.Time) (JoinToken, error) {
+	const op = "store.ConsumeJoinToken"
+	var t JoinToken
+	var used *time.Time
+	err := s.pool.QueryRow(ctx, `
+		WITH claimed AS (
+			UPDATE join_tokens SET used_at = $3
+			WHERE hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3
+			RETURNING id)
+		SELECT j.id, j.tenant_id, j.site_id, j.node_id, j.kind, j.workflow_id, j.expires_at,
+			CASE WHEN c.id IS NULL THEN COALESCE(j.used_at, $3) END
+		FROM join_tokens j LEFT JOIN claimed c ON c.id = j.id
+		WHERE j.hash = $1`, hash, kind, now).Scan(&t.ID, &t.TenantID, &t.SiteID, &t.NodeID, &t.Kind,
+		&t.WorkflowID, &t.ExpiresAt, &used)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return JoinToken{}, errs.New(errs.Unauthenticated, "unknown join token").WithOp(op)
+	case err != nil:
+		return JoinToken{}, dbError(op, err)
+	case t.Kind != kind:
+		return JoinToken{}, errs.New(errs.Unauthenticated, "this join token is not a %s token", kind).WithOp(op)
+	case used == nil:
+		return t, nil
+	case !t.ExpiresAt.After(now):
+		return JoinToken{}, errs.New(errs.Unauthenticated, "the join token expired at %s", t.ExpiresAt.UTC().Format(time.RFC3339)).WithOp(op)
+	default:
+		return JoinToken{}, errs.New(errs.Unauthenticated, "the join token was already used; each token admits one agent once").WithOp(op)
+	}
+}
+
+// Certificate is a certificate the CA issued, for audit and revocation.
+type Certificate struct {
+	Serial, TenantID, Role, Identity, SiteID, TokenID string
+	PublicKey, CertPEM                                []byte
+	ExpiresAt                                         time.Time
+}
+
+// RecordCertificate stores an issued certificate.
+func (s *Store) RecordCertificate(ctx context.Context, c Certificate) error {
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO certificates (serial, tenant_id, role, identity, site_id, token_id, public_key, cert_pem, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		c.Serial, c.TenantID, c.Role, c.Identity, c.SiteID, c.TokenID, c.PublicKey, c.CertPEM, c.ExpiresAt)
+	return dbError("store.RecordCertificate", err)
+}
+
+// CertificateRevoked reports whether the certificate with serial is revoked
+// or unknown.
+func (s *Store) CertificateRevoked(ctx context.Context, serial string) (bool, error) {
+	var revoked bool
+	err := s.pool.QueryRow(ctx, `SELECT revoked_at IS NOT NULL FROM certificates WHERE serial = $1`, serial).Scan(&revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, nil
+	}
+	return revoked, dbError("store.CertificateRevoked", err)
+}
+
+// RevokeIdentity revokes every certificate of identity (a retired node's).
+func (s *Store) RevokeIdentity(ctx context.Context, tenantID, identity string) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE certificates SET revoked_at = now()
+		WHERE tenant_id = $1 AND identity = $2 AND revoked_at IS NULL`, tenantID, identity)
+	if err != nil {
+		return 0, dbError("store.RevokeIdentity", err)
+	}
+	_, err = s.pool.Exec(ctx, `UPDATE join_tokens SET used_at = COALESCE(used_at, now())
+		WHERE tenant_id = $1 AND node_id = $2`, tenantID, identity)
+	return tag.RowsAffected(), dbError("store.RevokeIdentity", err)
+}

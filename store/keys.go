@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/ids"
+)
+
+// Settings shared by every control plane process.
+const (
+	codecKeySetting   = "temporal-codec-key"
+	secretsKeySetting = "secrets-key"
+)
+
+// CodecKey returns the key of the payload codec that encrypts what Temporal
+// stores, created by the first process that asks. It lives here so every
+// control plane process over this database shares it; it protects Temporal's
+// store, not this one.
+func (s *Store) CodecKey(ctx context.Context) ([]byte, error) { return s.setting(ctx, codecKeySetting) }
+
+func (s *Store) setting(ctx context.Context, name string) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, err
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`,
+		name, fresh); err != nil {
+		return nil, dbError("store.setting", err)
+	}
+	// A separate statement sees the winner of concurrent first inserts.
+	var v []byte
+	err := s.pool.QueryRow(ctx, `SELECT value FROM settings WHERE name = $1`, name).Scan(&v)
+	return v, dbError("store.setting", err)
+}
+
+// CreateSecret seals value (AES-256-GCM) and returns its id; the reference
+// is secret://<tenant>/<id>.
+func (s *Store) CreateSecret(ctx context.Context, tenantID string, value []byte) (string, error) {
+	aead, err := s.secretsAEAD(ctx)
+	if err != nil {
+		return "", err
+	}
+	id := ids.New("sec")
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	sealed := aead.Seal(nonce, nonce, value, []byte(tenantID+"/"+id))
+	_, err = s.pool.Exec(ctx, `INSERT INTO secrets (id, tenant_id, sealed) VALUES ($1, $2, $3)`, id, tenantID, sealed)
+	return id, dbError("store.CreateSecret", err)
+}
+
+// OpenSecret returns the tenant's secret id in clear.
+func (s *Store) OpenSecret(ctx context.Context, tenantID, id string) ([]byte, error) {
+	aead, err := s.secretsAEAD(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var sealed []byte
+	err = s.pool.QueryRow(ctx, `SELECT sealed FROM secrets WHERE tenant_id = $1 AND id = $2`, tenantID, id).Scan(&sealed)
+	if err != nil {
+		if isNoRows(err) {
+			return nil, notFound("secret", id).WithOp("store.OpenSecret")
+		}
+		return nil, dbError("store.OpenSecret", err)
+	}
+	if len(sealed) < aead.NonceSize() {
+		return nil, errs.New(errs.Internal, "secret %s is damaged", id)
+	}
+	v, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(tenantID+"/"+id))
+	if err != nil {
+		return nil, errs.New(errs.Internal, "secret %s does not open with this database's key", id)
+	}
+	return v, nil
+}
+
+func (s *Store) secretsAEAD(ctx context.Context) (cipher.AEAD, error) {
+	key, err := s.setting(ctx, secretsKeySetting)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, fmt.Errorf("secrets key: %w", err)
+	}
+	return cipher.NewGCM(block)
+}
+
+func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// SecretUsedOnSite reports whether a live node of site uses ref as its BMC
+// credentials: the only secrets a site agent may resolve.
+func (s *Store) SecretUsedOnSite(ctx context.Context, ref, siteID string) (bool, error) {
+	var used bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM metal_nodes
+		WHERE bmc_credentials_ref = $1 AND site_id = $2 AND state <> 'retired')`, ref, siteID).Scan(&used)
+	return used, dbError("store.SecretUsedOnSite", err)
+}

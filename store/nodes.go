@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/nodestate"
+)
+
+// Node is a machine enrolled by its BMC (a row of metal_nodes).
+type Node struct {
+	ID, TenantID, SiteID, PoolID string
+	State                        nodestate.State
+	FailedFrom                   nodestate.State
+	Maintenance                  bool
+	MaintenanceReason            string
+	Role                         string
+	BMCAddress, BMCDriver        string
+	BMCCredentialsRef            string
+	MACs                         []string
+	ProductUUID                  string
+	Addresses                    []string
+	Inventory                    json.RawMessage
+	Disks                        []string
+	ProfileID                    string
+	ProfileVersion               int
+	LastError                    string
+	CreatedAt, UpdatedAt         time.Time
+}
+
+const nodeColumns = `id, tenant_id, site_id, pool_id, state, COALESCE(failed_from, ''), maintenance,
+	maintenance_reason, role, bmc_address, bmc_driver, bmc_credentials_ref, macs, product_uuid, addresses,
+	inventory, disks, profile_id, profile_version, last_error, created_at, updated_at`
+
+func scanNode(row pgx.Row) (Node, error) {
+	var n Node
+	err := row.Scan(&n.ID, &n.TenantID, &n.SiteID, &n.PoolID, &n.State, &n.FailedFrom, &n.Maintenance,
+		&n.MaintenanceReason, &n.Role, &n.BMCAddress, &n.BMCDriver, &n.BMCCredentialsRef, &n.MACs, &n.ProductUUID,
+		&n.Addresses, &n.Inventory, &n.Disks, &n.ProfileID, &n.ProfileVersion, &n.LastError, &n.CreatedAt, &n.UpdatedAt)
+	return n, err
+}
+
+// CreateNode inserts a node in state enrolling. The same BMC enrolled twice
+// on a site is ALREADY_EXISTS; a pool or site of another tenant is NOT_FOUND.
+func (s *Store) CreateNode(ctx context.Context, n Node) (Node, error) {
+	const op = "store.CreateNode"
+	if n.MACs == nil {
+		n.MACs = []string{}
+	}
+	out, err := scanNode(s.pool.QueryRow(ctx, `
+		INSERT INTO metal_nodes (id, tenant_id, site_id, pool_id, state, bmc_address, bmc_driver,
+			bmc_credentials_ref, macs, product_uuid)
+		VALUES ($1, $2, $3, $4, 'enrolling', $5, $6, $7, $8, $9)
+		RETURNING `+nodeColumns, n.ID, n.TenantID, n.SiteID, n.PoolID, n.BMCAddress, n.BMCDriver,
+		n.BMCCredentialsRef, n.MACs, n.ProductUUID))
+	if constraint, unique, fk := violated(err); fk {
+		if constraint == "metal_nodes_site_fk" {
+			return Node{}, notFound("site", n.SiteID).WithOp(op)
+		}
+		return Node{}, notFound("pool", n.PoolID).WithOp(op)
+	} else if unique && constraint == "metal_nodes_bmc_key" {
+		return Node{}, errs.New(errs.AlreadyExists, "BMC %s is already enrolled on site %s", n.BMCAddress, n.SiteID).WithOp(op)
+	}
+	return out, dbError(op, err)
+}
+
+// GetNode returns the tenant's node id.
+func (s *Store) GetNode(ctx context.Context, tenantID, id string) (Node, error) {
+	n, err := scanNode(s.pool.QueryRow(ctx,
+		"SELECT "+nodeColumns+" FROM metal_nodes WHERE tenant_id = $1 AND id = $2", tenantID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Node{}, notFound("node", id).WithOp("store.GetNode")
+	}
+	return n, dbError("store.GetNode", err)
+}
+
+// ListNodes returns the tenant's nodes, oldest first; poolID "" means all.
+func (s *Store) ListNodes(ctx context.Context, tenantID, poolID string) ([]Node, error) {
+	rows, err := s.pool.Query(ctx, "SELECT "+nodeColumns+` FROM metal_nodes
+		WHERE tenant_id = $1 AND ($2 = '' OR pool_id = $2) ORDER BY id`, tenantID, poolID)
+	if err != nil {
+		return nil, dbError("store.ListNodes", err)
+	}
+	out, err := collect(rows, scanNode)
+	return out, dbError("store.ListNodes", err)
+}
+
+// Transition moves a node from one state to another, compare-and-set: if the
+// node is no longer in from, nothing changes and the error is INVALID_STATE
+// naming the state it is in. Moving to the state it is already in is a no-op
+// (an activity retried after it committed). Moving to failed records
+// failedFrom, the error, and turns maintenance on when asked.
+func (s *Store) Transition(ctx context.Context, tenantID, id string, from, to nodestate.State, t TransitionInfo) error {
+	const op = "store.Transition"
+	if err := nodestate.Check(from, to); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE metal_nodes SET state = $4, updated_at = now(),
+			failed_from = CASE WHEN $4 = 'failed' THEN $3 ELSE NULL END,
+			last_error = CASE WHEN $4 = 'failed' THEN $5 ELSE '' END,
+			maintenance = maintenance OR $6,
+			maintenance_reason = CASE WHEN $6 THEN $5 ELSE maintenance_reason END
+		WHERE tenant_id = $1 AND id = $2 AND state = $3`, tenantID, id, from, to, t.Error, t.Maintenance)
+	if err != nil {
+		return dbError(op, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	n, err := s.GetNode(ctx, tenantID, id)
+	if err != nil {
+		return err
+	}
+	if n.State == to {
+		return nil
+	}
+	return errs.New(errs.InvalidState, "node %s is %s, not %s: it cannot move to %s", id, n.State, from, to).WithOp(op)
+}
+
+// TransitionInfo is what a move records beside the state.
+type TransitionInfo struct {
+	Error       string // for failed: what went wrong
+	Maintenance bool   // turn maintenance on (e.g. an unverified wipe)
+}
+
+// NodeFacts is what inspection learns about a node.
+type NodeFacts struct {
+	MACs        []string
+	ProductUUID string
+	Addresses   []string
+	Inventory   json.RawMessage
+	Disks       []string // disk names (WWN else serial) from the ramdisk
+}
+
+// RecordFacts stores what inspection learned; empty fields keep their value.
+func (s *Store) RecordFacts(ctx context.Context, tenantID, id string, f NodeFacts) error {
+	_, err := s.pool.Exec(ctx, `
+		UPDATE metal_nodes SET updated_at = now(),
+			macs = CASE WHEN cardinality($3::text[]) > 0 THEN $3 ELSE macs END,
+			product_uuid = COALESCE(NULLIF($4, ''), product_uuid),
+			addresses = CASE WHEN cardinality($5::text[]) > 0 THEN $5 ELSE addresses END,
+			inventory = COALESCE($6, inventory),
+			disks = CASE WHEN cardinality($7::text[]) > 0 THEN $7 ELSE disks END
+		WHERE tenant_id = $1 AND id = $2`, tenantID, id, nonNil(f.MACs), f.ProductUUID, nonNil(f.Addresses),
+		nullJSON(f.Inventory), nonNil(f.Disks))
+	return dbError("store.RecordFacts", err)
+}
+
+// RecordDeployment stores the profile a node was deployed with ("" clears it).
+func (s *Store) RecordDeployment(ctx context.Context, tenantID, id, profileID string, version int, role string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE metal_nodes SET profile_id = $3, profile_version = $4, role = $5,
+		updated_at = now() WHERE tenant_id = $1 AND id = $2`, tenantID, id, profileID, version, role)
+	return dbError("store.RecordDeployment", err)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}

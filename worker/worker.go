@@ -1,0 +1,59 @@
+// Package worker builds the Temporal workers of better-compute: the control
+// plane's (the metal verbs' workflows and the control-plane activities) and a
+// site's (the site's activities, served by `bcd site`). Everything is
+// registered under its explicit name.
+package worker
+
+import (
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/better-compute/better-compute/activities/controlplane"
+	"github.com/better-compute/better-compute/kinds"
+	wf "github.com/better-compute/better-compute/workflows"
+)
+
+// Workflows maps each workflow name to its function.
+func Workflows() map[string]any {
+	return map[string]any{
+		wf.Enroll:   wf.EnrollWorkflow,
+		wf.Manage:   wf.ManageWorkflow,
+		wf.Inspect:  wf.InspectWorkflow,
+		wf.Provide:  wf.ProvideWorkflow,
+		wf.Deploy:   wf.DeployWorkflow,
+		wf.Undeploy: wf.UndeployWorkflow,
+		wf.Rescue:   wf.RescueWorkflow,
+		wf.Unrescue: wf.UnrescueWorkflow,
+		wf.Recover:  wf.RecoverWorkflow,
+		wf.Retire:   wf.RetireWorkflow,
+		wf.Power:    wf.PowerWorkflow,
+	}
+}
+
+// RegisterWorkflows registers every workflow on r (a worker or a replayer).
+func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
+	for name, f := range Workflows() {
+		r.RegisterWorkflowWithOptions(f, workflow.RegisterOptions{Name: name})
+	}
+}
+
+// ControlPlane returns the control plane's worker on wf.ControlPlaneQueue.
+func ControlPlane(c client.Client, acts *controlplane.Activities) sdkworker.Worker {
+	w := sdkworker.New(c, wf.ControlPlaneQueue, sdkworker.Options{DisableRegistrationAliasing: true})
+	RegisterWorkflows(w)
+	acts.Register(w)
+	return w
+}
+
+// ActivityRegistrar is what a site's activities offer.
+type ActivityRegistrar interface {
+	Register(r sdkworker.ActivityRegistry)
+}
+
+// Site returns a site agent's worker on the site's task queue.
+func Site(c client.Client, siteID string, acts ActivityRegistrar) sdkworker.Worker {
+	w := sdkworker.New(c, kinds.SiteTaskQueue(siteID), sdkworker.Options{DisableRegistrationAliasing: true})
+	acts.Register(w)
+	return w
+}

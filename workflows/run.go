@@ -1,0 +1,160 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/nodestate"
+)
+
+// ControlPlaneQueue is the task queue of the control plane's own activities.
+const ControlPlaneQueue = "control-plane"
+
+// run is all the state of one verb's workflow.
+type run struct {
+	ctx   workflow.Context
+	in    Input
+	node  NodeInfo
+	state nodestate.State
+	seq   int // numbers the steps, so each step id is unique in the run
+	info  *workflow.Info
+}
+
+func newRun(ctx workflow.Context, in Input) (*run, error) {
+	r := &run{ctx: ctx, in: in, info: workflow.GetInfo(ctx)}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActGetNode, in).Get(ctx, &r.node); err != nil {
+		return nil, err
+	}
+	r.state = r.node.State
+	return r, nil
+}
+
+// cp returns a context for a control-plane activity.
+func (r *run) cp(timeout time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		TaskQueue:           ControlPlaneQueue,
+		StartToCloseTimeout: timeout,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
+			MaximumAttempts: 10, NonRetryableErrorTypes: finalKinds()},
+	})
+}
+
+// finalKinds are the error kinds no retry can fix.
+func finalKinds() []string {
+	return []string{string(errs.NotFound), string(errs.InvalidInput), string(errs.InvalidState),
+		string(errs.Unsupported), string(errs.UnverifiedWipe), string(errs.Unauthenticated),
+		string(errs.PermissionDenied), string(errs.AlreadyExists), string(errs.ForbiddenTarget)}
+}
+
+// move moves the node to state to, compare-and-set from where it is.
+func (r *run) move(to nodestate.State) error {
+	in := TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: to}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActTransition, in).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	r.state = to
+	return nil
+}
+
+// fail moves the node to failed from the active state it is in, with the
+// error, even when the workflow was cancelled (metal.abort).
+func (r *run) fail(cause error) {
+	if !r.state.Active() {
+		return
+	}
+	ctx, cancel := workflow.NewDisconnectedContext(r.ctx)
+	defer cancel()
+	msg := cause.Error()
+	if temporal.IsCanceledError(cause) {
+		msg = "aborted"
+	}
+	in := TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: nodestate.Failed,
+		Error: msg, Maintenance: kindOf(cause) == errs.UnverifiedWipe}
+	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 20}}
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActTransition, in).Get(ctx, nil); err != nil {
+		workflow.GetLogger(r.ctx).Error("could not mark the node failed", "node", r.in.NodeID, "err", err)
+		return
+	}
+	r.state = nodestate.Failed
+}
+
+// kindOf reads the error kind a failed activity carried.
+func kindOf(err error) errs.Kind { return errs.FromTemporal(err) }
+
+// step returns the next step id for kind: unique in the run and stable on
+// replay, so it names the command and the activity.
+func (r *run) step(kind string) string {
+	r.seq++
+	return fmt.Sprintf("%02d.%s", r.seq, kind)
+}
+
+// siteOptions are the options of a command to the site.
+func (r *run) siteOptions(step string, timeout time.Duration, heartbeat time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+		TaskQueue:           kinds.SiteTaskQueue(r.node.SiteID),
+		ActivityID:          step,
+		StartToCloseTimeout: timeout,
+		HeartbeatTimeout:    heartbeat,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
+			MaximumAttempts: 8, NonRetryableErrorTypes: finalKinds()},
+	})
+}
+
+// send sends a command of kind to the site (runsOn "site") or, relayed, to
+// the ramdisk ("ramdisk"), recording it in the command log before and after.
+func (r *run) send(kind, runsOn string, timeout time.Duration, in, out any) error {
+	step := r.step(kind)
+	rec := CommandRecord{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, Kind: kind,
+		RunsOn: runsOn, WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Step: step}
+	lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	if err := workflow.ExecuteLocalActivity(lctx, ActStartCommand, rec).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	heartbeat := time.Duration(0)
+	if runsOn == "ramdisk" {
+		heartbeat = 45 * time.Second
+	}
+	err := workflow.ExecuteActivity(r.siteOptions(step, timeout, heartbeat), kind, in).Get(r.ctx, out)
+	rec.Status = "succeeded"
+	if err != nil {
+		rec.Status, rec.ErrorKind, rec.Error = "failed", string(kindOf(err)), err.Error()
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(lctx)
+	defer cancel()
+	if ferr := workflow.ExecuteLocalActivity(dctx, ActFinishCommand, rec).Get(dctx, nil); ferr != nil && err == nil {
+		return ferr
+	}
+	return err
+}
+
+// ramdisk sends a ramdisk kind through the site's relay and decodes the
+// signed result's payload into out.
+func (r *run) ramdisk(kind string, timeout time.Duration, payload any, out any) (kinds.Result, error) {
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return kinds.Result{}, err
+	}
+	cmd := kinds.Command{NodeID: r.in.NodeID, Kind: kind, Payload: b}
+	// The id is the step's, fixed before the activity runs, so an activity
+	// retried after a site agent crash asks the ramdisk for the same command.
+	cmd.ID = fmt.Sprintf("%s/%s/%02d", r.info.WorkflowExecution.ID, r.info.WorkflowExecution.RunID, r.seq+1)
+	var res kinds.Result
+	if err := r.send(kind, "ramdisk", timeout, cmd, &res); err != nil {
+		return res, err
+	}
+	if out != nil && len(res.Payload) > 0 {
+		if err := json.Unmarshal(res.Payload, out); err != nil {
+			return res, fmt.Errorf("%s result: %w", kind, err)
+		}
+	}
+	return res, nil
+}
+
+func (r *run) bmc() kinds.BMCTarget { return r.node.BMC }

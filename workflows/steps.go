@@ -1,0 +1,140 @@
+package workflows
+
+import (
+	"encoding/json"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+)
+
+// Timeouts of the commands.
+const (
+	bmcTimeout       = 2 * time.Minute
+	inventoryTimeout = 15 * time.Minute // includes the ramdisk's boot
+	wipeTimeout      = 12 * time.Hour
+	deployTimeout    = 4 * time.Hour
+	cacheTimeout     = 4 * time.Hour
+)
+
+func (r *run) power(action bmc.PowerAction) error {
+	return r.send(kinds.PowerSetPower, "site", bmcTimeout, kinds.SetPowerInput{BMC: r.bmc(), Action: action}, nil)
+}
+
+func (r *run) bootDevice(dev bmc.BootDevice, persistent bool) error {
+	return r.send(kinds.ManagementSetBootDevice, "site", bmcTimeout,
+		kinds.SetBootDeviceInput{BMC: r.bmc(), Device: dev, Persistent: persistent}, nil)
+}
+
+// needsRamdisk refuses machine-side work on a pool whose machines never run
+// our agent.
+func (r *run) needsRamdisk(what string) error {
+	if r.node.Agent == "none" {
+		return errs.New(errs.Unsupported, "%s needs the ramdisk, and pool %s runs no agent (agent: none)", what, r.node.PoolID)
+	}
+	return nil
+}
+
+// bootRamdisk makes the machine PXE-boot the ramdisk with a fresh
+// single-use discovery token for this boot.
+func (r *run) bootRamdisk() error {
+	var token string
+	in := DiscoveryInput{TenantID: r.in.TenantID, SiteID: r.node.SiteID, NodeID: r.in.NodeID,
+		WorkflowID: r.info.WorkflowExecution.ID}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActIssueDiscovery, in).Get(r.ctx, &token); err != nil {
+		return err
+	}
+	entry := kinds.BootEntry{NodeID: r.in.NodeID, MACs: r.node.MACs, Ramdisk: true, DiscoveryToken: token}
+	if err := r.send(kinds.BootSetEntry, "site", bmcTimeout, entry, nil); err != nil {
+		return err
+	}
+	if err := r.bootDevice(bmc.BootPXE, false); err != nil {
+		return err
+	}
+	return r.power(bmc.PowerCycle)
+}
+
+// bootLocal makes later boots go to the local disk.
+func (r *run) bootLocal() error {
+	entry := kinds.BootEntry{NodeID: r.in.NodeID, MACs: r.node.MACs}
+	if err := r.send(kinds.BootSetEntry, "site", bmcTimeout, entry, nil); err != nil {
+		return err
+	}
+	return r.bootDevice(bmc.BootDisk, true)
+}
+
+// shutDown powers the machine off and forgets its boot entry.
+func (r *run) shutDown() error {
+	if err := r.power(bmc.PowerOff); err != nil {
+		return err
+	}
+	return r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil)
+}
+
+// inspectBMC reads what the BMC knows (MACs, UUID) and records it.
+func (r *run) inspectBMC() error {
+	var out kinds.InspectOutput
+	if err := r.send(kinds.BMCInspect, "site", bmcTimeout, kinds.InspectInput{BMC: r.bmc()}, &out); err != nil {
+		return err
+	}
+	inv, _ := json.Marshal(out.Inventory)
+	f := FactsInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, MACs: out.Inventory.MACs,
+		ProductUUID: out.Inventory.ProductUUID, Inventory: inv}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActRecordFacts, f).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	if len(out.Inventory.MACs) > 0 {
+		r.node.MACs = out.Inventory.MACs
+	}
+	if len(r.node.MACs) == 0 {
+		return errs.New(errs.Unsupported, "BMC %s reports no MACs and none were enrolled: enroll with --macs", r.node.BMC.Address)
+	}
+	return nil
+}
+
+// Inventory is inventory.refresh's payload as far as the workflow reads it.
+type Inventory struct {
+	Disks []struct {
+		Name string `json:"name"`
+	} `json:"disks"`
+}
+
+// refreshInventory asks the ramdisk for its inventory and records the disks,
+// which every later wipe must cover.
+func (r *run) refreshInventory() error {
+	var inv Inventory
+	res, err := r.ramdisk(kinds.InventoryRefresh, inventoryTimeout, struct{}{}, &inv)
+	if err != nil {
+		return err
+	}
+	disks := make([]string, 0, len(inv.Disks))
+	for _, d := range inv.Disks {
+		disks = append(disks, d.Name)
+	}
+	f := FactsInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, Disks: disks, Inventory: res.Payload}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActRecordFacts, f).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	r.node.Disks = disks
+	return nil
+}
+
+// wipe wipes every disk and has the control plane verify the machine's
+// signed attestation against the inventory. The attestation stays in history.
+func (r *run) wipe(mode string) (*WipeAttestation, error) {
+	nonce := r.info.WorkflowExecution.ID + "/" + r.info.WorkflowExecution.RunID
+	res, err := r.ramdisk(kinds.DiskWipe, wipeTimeout, kinds.WipeInput{Mode: mode, WorkflowID: r.info.WorkflowExecution.ID, Nonce: nonce}, nil)
+	if err != nil {
+		return nil, err
+	}
+	var att WipeAttestation
+	in := VerifyWipeInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, WorkflowID: r.info.WorkflowExecution.ID,
+		Nonce: nonce, Result: res}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActVerifyWipe, in).Get(r.ctx, &att); err != nil {
+		return nil, err
+	}
+	return &att, nil
+}

@@ -1,0 +1,298 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/nodestate"
+)
+
+// AbortSignal carries metal.abort's reason to the running workflow just
+// before the API cancels it.
+const AbortSignal = "abort"
+
+// verb runs body as the workflow of verb v: it loads the node, checks the
+// verb may start from its state, and on any error moves the node to failed
+// from the active state it was in.
+func verb(ctx workflow.Context, in Input, v nodestate.Verb, body func(r *run) (*WipeAttestation, error)) (res Result, err error) {
+	r, err := newRun(ctx, in)
+	if err != nil {
+		return Result{}, err
+	}
+	if v != nodestate.Enroll {
+		if err := nodestate.CheckVerb(v, r.state); err != nil {
+			return Result{}, errs.ToTemporal(err)
+		}
+	} else if r.state != nodestate.Enrolling {
+		return Result{}, errs.ToTemporal(errs.New(errs.InvalidState, "node %s is %s; enroll runs once, on a new node", in.NodeID, r.state))
+	}
+	defer func() {
+		if err != nil {
+			r.fail(r.abortReason(err))
+			res.State = r.state
+		}
+	}()
+	att, err := body(r)
+	return Result{State: r.state, Attestation: att}, errs.ToTemporal(err)
+}
+
+// abortReason prefers the reason metal.abort sent over the bare cancellation.
+func (r *run) abortReason(err error) error {
+	var reason string
+	if workflow.GetSignalChannel(r.ctx, AbortSignal).ReceiveAsync(&reason) && reason != "" {
+		return fmt.Errorf("aborted: %s", reason)
+	}
+	return err
+}
+
+// EnrollWorkflow: the BMC is checked and inspected, the ramdisk reports the
+// machine's disks, every disk is wiped and the wipe attested: then ready.
+func EnrollWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.Enroll, func(r *run) (*WipeAttestation, error) {
+		if err := r.inspectBMC(); err != nil {
+			return nil, err
+		}
+		if err := r.move(nodestate.Inspecting); err != nil {
+			return nil, err
+		}
+		if r.node.Agent == "none" { // out-of-band only: commissioning just powers off
+			if err := r.power(bmc.PowerOff); err != nil {
+				return nil, err
+			}
+			return nil, r.move(nodestate.Ready)
+		}
+		return r.commission(true)
+	})
+}
+
+// commission wipes the machine with quick and proves it, then powers off:
+// the way into ready. The ramdisk is booted unless it already runs.
+func (r *run) commission(boot bool) (*WipeAttestation, error) {
+	if boot {
+		if err := r.bootRamdisk(); err != nil {
+			return nil, err
+		}
+		if err := r.refreshInventory(); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.move(nodestate.Cleaning); err != nil {
+		return nil, err
+	}
+	att, err := r.wipe("quick")
+	if err != nil {
+		return nil, err
+	}
+	if err := r.shutDown(); err != nil {
+		return nil, err
+	}
+	return att, r.move(nodestate.Ready)
+}
+
+// ManageWorkflow holds a node out of service: powered off, manageable.
+func ManageWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.Manage, func(r *run) (*WipeAttestation, error) {
+		if err := r.power(bmc.PowerOff); err != nil {
+			return nil, err
+		}
+		return nil, r.move(nodestate.Manageable)
+	})
+}
+
+// InspectWorkflow reads the BMC and the ramdisk's inventory again.
+func InspectWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.Inspect, func(r *run) (*WipeAttestation, error) {
+		back := r.state
+		if err := r.move(nodestate.Inspecting); err != nil {
+			return nil, err
+		}
+		if err := r.inspectBMC(); err != nil {
+			return nil, err
+		}
+		if r.node.Agent != "none" {
+			if err := r.bootRamdisk(); err != nil {
+				return nil, err
+			}
+			if err := r.refreshInventory(); err != nil {
+				return nil, err
+			}
+			if err := r.shutDown(); err != nil {
+				return nil, err
+			}
+		}
+		return nil, r.move(back)
+	})
+}
+
+// ProvideWorkflow returns a manageable node to ready through commissioning.
+func ProvideWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.Provide, commissionBody)
+}
+
+// RecoverWorkflow returns a failed node to ready through commissioning:
+// whatever failed, its disks are wiped and the wipe attested again.
+func RecoverWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.Recover, commissionBody)
+}
+
+func commissionBody(r *run) (*WipeAttestation, error) {
+	if err := r.needsRamdisk("commissioning"); err != nil {
+		return nil, err
+	}
+	if err := r.move(nodestate.Cleaning); err != nil {
+		return nil, err
+	}
+	if err := r.bootRamdisk(); err != nil {
+		return nil, err
+	}
+	if err := r.refreshInventory(); err != nil {
+		return nil, err
+	}
+	att, err := r.wipe("quick")
+	if err != nil {
+		return nil, err
+	}
+	if err := r.shutDown(); err != nil {
+		return nil, err
+	}
+	return att, r.move(nodestate.Ready)
+}
+
+// UndeployWorkflow takes a deployed machine back: it boots the ramdisk,
+// wipes every disk in the asked mode, and is ready only after the control
+// plane verified the machine's signed attestation for every disk.
+func UndeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.Undeploy, func(r *run) (*WipeAttestation, error) {
+		if err := r.move(nodestate.Releasing); err != nil {
+			return nil, err
+		}
+		if err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
+			return nil, err
+		}
+		if in.Wipe == "none" || r.node.Agent == "none" {
+			return nil, r.releaseUnverified()
+		}
+		if err := r.bootRamdisk(); err != nil {
+			return nil, err
+		}
+		if err := r.refreshInventory(); err != nil {
+			return nil, err
+		}
+		att, err := r.wipe(in.Wipe)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.shutDown(); err != nil {
+			return nil, err
+		}
+		if err := r.clearDeployment(); err != nil {
+			return nil, err
+		}
+		return att, r.move(nodestate.Ready)
+	})
+}
+
+// releaseUnverified releases without an attested wipe, which only a pool
+// with allowUnverifiedRelease permits.
+func (r *run) releaseUnverified() error {
+	if !r.node.AllowUnverifiedRelease {
+		return errs.New(errs.UnverifiedWipe, "release of %s has no attested wipe and pool %s does not set allowUnverifiedRelease",
+			r.in.NodeID, r.node.PoolID)
+	}
+	if err := r.power(bmc.PowerOff); err != nil {
+		return err
+	}
+	if err := r.clearDeployment(); err != nil {
+		return err
+	}
+	workflow.GetLogger(r.ctx).Warn("node.release.unverified", "node", r.in.NodeID, "pool", r.node.PoolID)
+	return r.move(nodestate.Ready)
+}
+
+func (r *run) clearDeployment() error {
+	in := DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
+	return workflow.ExecuteActivity(r.cp(time.Minute), ActRecordDeployment, in).Get(r.ctx, nil)
+}
+
+// RetireWorkflow crypto-erases, powers off and revokes the machine's
+// identity; retired is final.
+func RetireWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.Retire, func(r *run) (*WipeAttestation, error) {
+		if err := r.move(nodestate.Retiring); err != nil {
+			return nil, err
+		}
+		var att *WipeAttestation
+		if r.node.Agent != "none" {
+			if err := r.bootRamdisk(); err != nil {
+				return nil, err
+			}
+			if err := r.refreshInventory(); err != nil {
+				return nil, err
+			}
+			var err error
+			if att, err = r.wipe("crypto-erase"); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.shutDown(); err != nil {
+			return nil, err
+		}
+		ref := DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
+		if err := workflow.ExecuteActivity(r.cp(time.Minute), ActRevokeIdentity, ref).Get(r.ctx, nil); err != nil {
+			return nil, err
+		}
+		return att, r.move(nodestate.Retired)
+	})
+}
+
+// RescueWorkflow boots a deployed machine into the ramdisk as a rescue
+// environment.
+func RescueWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.RescueV, func(r *run) (*WipeAttestation, error) {
+		if err := r.move(nodestate.Rescuing); err != nil {
+			return nil, err
+		}
+		if err := r.needsRamdisk("rescue"); err != nil {
+			return nil, err
+		}
+		if err := r.bootRamdisk(); err != nil {
+			return nil, err
+		}
+		if err := r.refreshInventory(); err != nil {
+			return nil, err
+		}
+		return nil, r.move(nodestate.Rescue)
+	})
+}
+
+// UnrescueWorkflow boots a rescued machine back into its OS.
+func UnrescueWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.Unrescue, func(r *run) (*WipeAttestation, error) {
+		if err := r.move(nodestate.Unrescuing); err != nil {
+			return nil, err
+		}
+		if err := r.bootLocal(); err != nil {
+			return nil, err
+		}
+		if err := r.power(bmc.PowerCycle); err != nil {
+			return nil, err
+		}
+		return nil, r.move(nodestate.Deployed)
+	})
+}
+
+// PowerWorkflow performs one power action; the state does not change.
+func PowerWorkflow(ctx workflow.Context, in Input) (Result, error) {
+	return verb(ctx, in, nodestate.Power, func(r *run) (*WipeAttestation, error) {
+		action, err := bmc.ParsePowerAction(in.Action)
+		if err != nil {
+			return nil, err
+		}
+		return nil, r.power(action)
+	})
+}
