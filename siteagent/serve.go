@@ -14,9 +14,9 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/better-compute/better-compute/activities/site"
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
-	"github.com/better-compute/better-compute/activities/site"
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"

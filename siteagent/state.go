@@ -17,9 +17,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/better-compute/better-compute/activities/site"
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
-	"github.com/better-compute/better-compute/activities/site"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/siteagent/internal/atomicfile"

@@ -142,4 +142,3 @@ func serveRamdisk(w http.ResponseWriter, r *http.Request, dir string) {
 	}
 	http.ServeContent(w, r, name, st.ModTime(), f)
 }
-

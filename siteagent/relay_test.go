@@ -1,0 +1,220 @@
+package siteagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/siteagent/internal/fakecp"
+)
+
+// heartbeats collects the progress an activity heartbeats with.
+type heartbeats struct {
+	mu   sync.Mutex
+	seen []kinds.Progress
+}
+
+func (h *heartbeats) listen(_ *activity.Info, d converter.EncodedValues) {
+	var p kinds.Progress
+	if d != nil && d.HasValues() && d.Get(&p) == nil {
+		h.mu.Lock()
+		h.seen = append(h.seen, p)
+		h.mu.Unlock()
+	}
+}
+
+func (h *heartbeats) saw(bytes int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, p := range h.seen {
+		if p.Bytes == bytes {
+			return true
+		}
+	}
+	return false
+}
+
+func activityEnv(a *Agent, hb *heartbeats) *testsuite.TestActivityEnvironment {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	a.Activities().Register(env)
+	if hb != nil {
+		env.SetOnActivityHeartbeatListener(hb.listen)
+	}
+	return env
+}
+
+type outcome struct {
+	res kinds.Result
+	err error
+}
+
+// runRelay runs the relay activity for cmd in the background.
+func runRelay(env *testsuite.TestActivityEnvironment, cmd kinds.Command) <-chan outcome {
+	done := make(chan outcome, 1)
+	go func() {
+		v, err := env.ExecuteActivity(cmd.Kind, cmd)
+		var o outcome
+		o.err = err
+		if err == nil {
+			o.err = v.Get(&o.res)
+		}
+		done <- o
+	}()
+	return done
+}
+
+func nextCommand(t *testing.T, c *http.Client, a *Agent, wait string) (int, kinds.Command) {
+	t.Helper()
+	status, body := call(t, c, http.MethodGet, a.RelayURL()+"/v1/commands/next?wait="+wait, nil)
+	var cmd kinds.Command
+	if status == http.StatusOK {
+		if err := json.Unmarshal(body, &cmd); err != nil {
+			t.Fatalf("next command %s: %v", body, err)
+		}
+	}
+	return status, cmd
+}
+
+func TestRelayRoundTrip(t *testing.T) {
+	t.Parallel()
+	cp := fakecp.Start(t)
+	a := startAgent(t, testConfig(t, cp))
+	hb := &heartbeats{}
+	env := activityEnv(a, hb)
+	mine, other := ramdiskClient(t, cp, pki.RoleRamdisk, nodeA), ramdiskClient(t, cp, pki.RoleRamdisk, nodeB)
+
+	cmd := kinds.Command{ID: "cmd_wipe1", NodeID: nodeA, Kind: kinds.DiskWipe, Payload: json.RawMessage(`{"mode":"quick","nonce":"n1"}`)}
+	done := runRelay(env, cmd)
+
+	if status, _ := nextCommand(t, other, a, "200ms"); status != http.StatusNoContent {
+		t.Errorf("another node's next = %d, want 204", status)
+	}
+	status, got := nextCommand(t, mine, a, "5s")
+	if status != http.StatusOK || !cmp.Equal(got, cmd) {
+		t.Fatalf("next = %d %+v, want 200 %+v", status, got, cmd)
+	}
+	url := a.RelayURL() + "/v1/commands/" + cmd.ID
+	res := kinds.Result{CommandID: cmd.ID, Kind: cmd.Kind, OK: true, Payload: json.RawMessage(`{"disks":2}`), Finished: time.Now().UTC().Truncate(time.Second)}
+	for _, path := range []string{"/progress", "/result"} {
+		if status, body := call(t, other, http.MethodPost, url+path, res); status != http.StatusForbidden {
+			t.Errorf("POST %s by another node = %d %s, want 403", path, status, body)
+		}
+	}
+	if status, body := call(t, mine, http.MethodPost, url+"/progress", kinds.Progress{Bytes: 4096, Total: 8192, Disk: "wwn-0x1"}); status != http.StatusNoContent {
+		t.Fatalf("POST progress = %d %s, want 204", status, body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !hb.saw(4096) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !hb.saw(4096) {
+		t.Errorf("the activity never heartbeated the ramdisk's progress of 4096 bytes")
+	}
+	if status, body := call(t, mine, http.MethodPost, url+"/result", res); status != http.StatusNoContent {
+		t.Fatalf("POST result = %d %s, want 204", status, body)
+	}
+	o := <-done
+	if o.err != nil || !cmp.Equal(o.res, res) {
+		t.Errorf("relay activity = %+v, %v; want %+v", o.res, o.err, res)
+	}
+}
+
+func TestRelayFailedResults(t *testing.T) {
+	t.Parallel()
+	cp := fakecp.Start(t)
+	a := startAgent(t, testConfig(t, cp))
+	env := activityEnv(a, nil)
+	mine := ramdiskClient(t, cp, pki.RoleRamdisk, nodeA)
+	tests := []struct {
+		errorKind   string
+		wantNoRetry bool
+	}{
+		{"DRIVER_ERROR", false},
+		{"UNVERIFIED_WIPE", true},
+		{"INVALID_INPUT", true},
+	}
+	for i, tt := range tests {
+		cmd := kinds.Command{ID: "cmd_f" + string(rune('a'+i)), NodeID: nodeA, Kind: kinds.InventoryRefresh}
+		done := runRelay(env, cmd)
+		if status, _ := nextCommand(t, mine, a, "5s"); status != http.StatusOK {
+			t.Fatalf("next = %d, want 200", status)
+		}
+		res := kinds.Result{OK: false, ErrorKind: tt.errorKind, Error: "disk on fire"}
+		if status, body := call(t, mine, http.MethodPost, a.RelayURL()+"/v1/commands/"+cmd.ID+"/result", res); status != http.StatusNoContent {
+			t.Fatalf("POST result = %d %s", status, body)
+		}
+		o := <-done
+		var ae *temporal.ApplicationError
+		if !errors.As(o.err, &ae) || ae.Type() != tt.errorKind || ae.NonRetryable() != tt.wantNoRetry {
+			t.Errorf("relay activity with a %s result = %v, want type %s non-retryable %v", tt.errorKind, o.err, tt.errorKind, tt.wantNoRetry)
+		}
+	}
+}
+
+func TestRelayResultBeforeRetryIsNotResent(t *testing.T) {
+	t.Parallel()
+	cp := fakecp.Start(t)
+	a := startAgent(t, testConfig(t, cp))
+	mine := ramdiskClient(t, cp, pki.RoleRamdisk, nodeA)
+	cmd := kinds.Command{ID: "cmd_kexec1", NodeID: nodeA, Kind: kinds.InventoryRefresh, Payload: json.RawMessage(`{}`)}
+
+	// The first attempt hands the command out, then dies (heartbeat timeout).
+	ctx, cancel := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() {
+		_, err := a.Activities().Relay.Run(ctx, cmd, nil)
+		first <- err
+	}()
+	if status, _ := nextCommand(t, mine, a, "5s"); status != http.StatusOK {
+		t.Fatalf("next = %d, want 200", status)
+	}
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first attempt = %v, want context.Canceled", err)
+	}
+	res := kinds.Result{CommandID: cmd.ID, Kind: cmd.Kind, OK: true, Payload: json.RawMessage(`{"n":1}`)}
+	if status, body := call(t, mine, http.MethodPost, a.RelayURL()+"/v1/commands/"+cmd.ID+"/result", res); status != http.StatusNoContent {
+		t.Fatalf("POST result = %d %s", status, body)
+	}
+
+	o := <-runRelay(activityEnv(a, nil), cmd)
+	if o.err != nil || !cmp.Equal(o.res, res) {
+		t.Errorf("retried activity = %+v, %v; want the kept %+v", o.res, o.err, res)
+	}
+	if status, got := nextCommand(t, mine, a, "200ms"); status != http.StatusNoContent {
+		t.Errorf("next after the retry = %d %+v, want 204: the command must not be sent again", status, got)
+	}
+}
+
+func TestRelayRefusesWithoutRamdiskCertificate(t *testing.T) {
+	t.Parallel()
+	cp := fakecp.Start(t)
+	a := startAgent(t, testConfig(t, cp))
+	tests := []struct {
+		name       string
+		c          *http.Client
+		wantStatus int
+	}{
+		{"no certificate", ramdiskClient(t, cp, "", ""), http.StatusUnauthorized},
+		{"site certificate", ramdiskClient(t, cp, pki.RoleSite, "site_x"), http.StatusForbidden},
+		{"ramdisk without node identity", ramdiskClient(t, cp, pki.RoleRamdisk, "host-1"), http.StatusForbidden},
+	}
+	for _, tt := range tests {
+		if status, body := call(t, tt.c, http.MethodGet, a.RelayURL()+"/v1/commands/next?wait=0s", nil); status != tt.wantStatus {
+			t.Errorf("next with %s = %d %s, want %d", tt.name, status, body, tt.wantStatus)
+		}
+	}
+}
