@@ -27,7 +27,9 @@ const (
 )
 
 // Script returns the iPXE script for entry; nil or a local-boot entry exits
-// to the next boot device.
+// to the next boot device. The ramdisk's kernel line carries bc.site (the
+// relay), bc.node, bc.token (the discovery token), bc.ca (the CA's SHA-256)
+// and bc.boot (this boot listener, where deploy.image fetches cached images).
 func Script(e *kinds.BootEntry, p Params) string {
 	if e == nil || !e.Ramdisk {
 		reason := "no boot entry for this machine"
@@ -38,7 +40,7 @@ func Script(e *kinds.BootEntry, p Params) string {
 	}
 	return fmt.Sprintf("#!ipxe\n"+
 		"echo better-compute: booting the ramdisk for %[3]s\n"+
-		"kernel %[1]s/ramdisk/%[6]s initrd=%[7]s bc.site=%[2]s bc.node=%[3]s bc.token=%[4]s bc.ca=%[5]s console=ttyS0\n"+
+		"kernel %[1]s/ramdisk/%[6]s initrd=%[7]s bc.site=%[2]s bc.node=%[3]s bc.token=%[4]s bc.ca=%[5]s bc.boot=%[1]s console=ttyS0\n"+
 		"initrd %[1]s/ramdisk/%[7]s\n"+
 		"boot\n", p.BootURL, p.RelayURL, e.NodeID, e.DiscoveryToken, p.CAFingerprint, Kernel, Initrd)
 }
