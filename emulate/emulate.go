@@ -1,0 +1,199 @@
+// Package emulate owns `bcd emulate`, the emulated rack: machines, each
+// with an emulated Redfish BMC (emulate/redfishbmc) on 127.0.0.1, fake disks
+// (sparse files, ramdisk/disk under the fakehw build tag) and NICs with
+// 52:54:00 MACs. Booting a machine from PXE does what iPXE would — it fetches
+// the site agent's script for its first MAC and, for a ramdisk entry, runs
+// the real ramdisk agent (ramdisk/agent) with that kernel command line on the
+// machine's disks; booting from disk "runs its OS". An operator enrolls the
+// machines it prints like real ones.
+package emulate
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/ramdisk/disk"
+)
+
+// Config describes the rack.
+type Config struct {
+	Machines int    // how many machines; 1 when zero
+	Dir      string // fake disks and machine identities, Dir/<machine>/; required
+	// BootURL is the site agent's HTTP boot listener, what DHCP would give
+	// iPXE (http://host:port). Required.
+	BootURL string
+	// DisksPerMachine are the disk sizes in bytes; default 2 TiB and 16 TiB
+	// (sparse; on ext4 a 16 TiB file stops 1 MiB short).
+	DisksPerMachine []int64
+	Username        string // the BMCs' login; "admin" when empty
+	Password        string // the BMCs' password (never printed)
+	MockupDir       string // optional DMTF Redfish mockup for the BMCs
+	Logger          *slog.Logger
+}
+
+// Boot states of a machine.
+const (
+	BootedOff     = "off"
+	BootedRamdisk = "ramdisk"
+	BootedOS      = "os"
+)
+
+// MachineInfo is what an operator needs to enroll a machine.
+type MachineInfo struct {
+	Name        string   `json:"name"`
+	BMCAddress  string   `json:"bmcAddress"` // the emulated BMC's system URL
+	BMCDriver   string   `json:"bmcDriver"`
+	BMCUsername string   `json:"bmcUsername"`
+	MACs        []string `json:"macs"`
+	ProductUUID string   `json:"productUuid"`
+}
+
+// MachineState is what an emulated machine is doing, for tests.
+type MachineState struct {
+	Power        string   // on or off, as the BMC says
+	BootedInto   string   // BootedOff, BootedRamdisk or BootedOS
+	RamdiskBoots int      // how many times the ramdisk started
+	Tokens       []string // bc.token of each ramdisk boot, in order (secrets: tests only)
+	OSImage      bool     // at the last OS boot, a disk held a deployed image
+	Kexeced      bool     // the running OS came up through boot.kexec
+	LastError    string   // the last boot problem (script fetch, ramdisk exit)
+}
+
+// Rack is a running emulated rack.
+type Rack struct {
+	cfg      Config
+	log      *slog.Logger
+	client   *http.Client
+	ctx      context.Context
+	cancel   context.CancelFunc
+	machines []*machine
+	wg       sync.WaitGroup
+	once     sync.Once
+}
+
+// Start creates (or reopens, in the same Dir) the machines and serves
+// their BMCs until Close.
+func Start(ctx context.Context, cfg Config) (*Rack, error) {
+	if !fakeHW {
+		return nil, errs.New(errs.Unsupported, "bcd emulate needs a binary built with -tags fakehw (its disks are files)")
+	}
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r := &Rack{cfg: cfg, log: cfg.Logger, client: &http.Client{Timeout: 30 * time.Second}, ctx: rctx, cancel: cancel}
+	for i := range cfg.Machines {
+		m, err := r.newMachine(i)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		r.machines = append(r.machines, m)
+	}
+	r.log.Info("emulate: rack up", "machines", len(r.machines), "dir", cfg.Dir, "bootUrl", cfg.BootURL)
+	return r, nil
+}
+
+func (c *Config) fill() error {
+	if c.Machines == 0 {
+		c.Machines = 1
+	}
+	if c.Machines < 0 || c.Machines > 254 {
+		return errs.Invalid("machines", "%d machines: use 1 to 254", c.Machines)
+	}
+	if c.Dir == "" {
+		return errs.Invalid("dir", "the emulated rack needs a directory for its disks")
+	}
+	if c.BootURL == "" {
+		return errs.Invalid("bootUrl", "the emulated rack needs the site agent's boot URL (http://host:port)")
+	}
+	if c.DisksPerMachine == nil {
+		c.DisksPerMachine = []int64{2 << 40, 16 << 40}
+	}
+	if c.Username == "" {
+		c.Username = "admin"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return os.MkdirAll(c.Dir, 0o700)
+}
+
+// Machines lists the machines, in order.
+func (r *Rack) Machines() []MachineInfo {
+	out := make([]MachineInfo, 0, len(r.machines))
+	for _, m := range r.machines {
+		out = append(out, m.info())
+	}
+	return out
+}
+
+// State returns a machine's state; NOT_FOUND for an unknown name.
+func (r *Rack) State(name string) (MachineState, error) {
+	m, err := r.machine(name)
+	if err != nil {
+		return MachineState{}, err
+	}
+	return m.state(), nil
+}
+
+// InjectWipeFault makes one disk of the machine (its last) keep a nonzero
+// block through every wipe, so its read-back fails; ClearWipeFault undoes it.
+func (r *Rack) InjectWipeFault(name string) error {
+	return r.setFault(name, disk.Fault{LeaveNonzero: true, NonzeroAt: 1 << 30})
+}
+
+// ClearWipeFault clears what InjectWipeFault did.
+func (r *Rack) ClearWipeFault(name string) error { return r.setFault(name, disk.Fault{}) }
+
+func (r *Rack) setFault(name string, f disk.Fault) error {
+	m, err := r.machine(name)
+	if err != nil {
+		return err
+	}
+	return disk.InjectFault(m.disks[len(m.disks)-1], f)
+}
+
+func (r *Rack) machine(name string) (*machine, error) {
+	for _, m := range r.machines {
+		if m.name == name {
+			return m, nil
+		}
+	}
+	return nil, errs.New(errs.NotFound, "no emulated machine %q", name)
+}
+
+// Close stops every ramdisk and BMC. Safe to call twice.
+func (r *Rack) Close() {
+	r.once.Do(func() {
+		r.cancel()
+		for _, m := range r.machines {
+			m.close()
+		}
+		r.wg.Wait()
+	})
+}
+
+// Run starts the rack, prints its machines as JSON to out ({"machines":
+// [...]}) so an operator can enroll them, and serves until ctx is done.
+func Run(ctx context.Context, cfg Config, out io.Writer) error {
+	r, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(map[string]any{"machines": r.Machines()}); err != nil {
+		return errs.Wrap(errs.Internal, err, "print the machines")
+	}
+	<-ctx.Done()
+	return nil
+}

@@ -1,0 +1,156 @@
+package emulate
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/emulate/redfishbmc"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/ramdisk/disk"
+)
+
+// identity is what a machine keeps across runs of the rack, in
+// Dir/<machine>/machine.json: its SMBIOS UUID and MACs.
+type identity struct {
+	UUID string   `json:"uuid"`
+	MACs []string `json:"macs"`
+}
+
+// machine is one emulated machine.
+type machine struct {
+	rack  *Rack
+	name  string
+	dir   string
+	id    identity
+	disks []disk.Disk
+	bmc   *redfishbmc.BMC
+	log   *slog.Logger
+
+	bootMu sync.Mutex // serializes boots and power-offs
+
+	mu      sync.Mutex
+	st      MachineState
+	stopRD  context.CancelFunc // the running ramdisk, nil when none
+	rdDone  chan struct{}
+	watchUp chan struct{} // closed when the power watcher ends
+}
+
+func (r *Rack) newMachine(i int) (*machine, error) {
+	name := fmt.Sprintf("emu-%02d", i+1)
+	m := &machine{rack: r, name: name, dir: filepath.Join(r.cfg.Dir, name), log: r.log.With("machine", name),
+		st: MachineState{Power: string(bmc.Off), BootedInto: BootedOff}}
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "make %s", m.dir)
+	}
+	var err error
+	if m.id, err = loadIdentity(m.dir); err != nil {
+		return nil, err
+	}
+	if err := m.makeDisks(r.cfg.DisksPerMachine); err != nil {
+		return nil, err
+	}
+	m.bmc, err = redfishbmc.New(redfishbmc.Config{Username: r.cfg.Username, Password: r.cfg.Password, UUID: m.id.UUID,
+		MACs: m.id.MACs, MockupDir: r.cfg.MockupDir, CPUs: 1, CPUThreads: 4, MemoryBytes: 8 << 30,
+		OnBoot: m.onBoot, Logger: m.log})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "listen for the BMC of %s", name)
+	}
+	m.bmc.Start(ln)
+	m.watchUp = make(chan struct{})
+	r.wg.Add(1)
+	go m.watchPower()
+	return m, nil
+}
+
+// loadIdentity reads dir/machine.json or makes and writes a new identity.
+func loadIdentity(dir string) (identity, error) {
+	p := filepath.Join(dir, "machine.json")
+	var id identity
+	b, err := os.ReadFile(p)
+	if err == nil {
+		if err := json.Unmarshal(b, &id); err != nil || id.UUID == "" || len(id.MACs) == 0 {
+			return identity{}, errs.New(errs.InvalidState, "%s is damaged; remove the machine's directory to start it afresh", p)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return identity{}, errs.Wrap(errs.Internal, err, "read %s", p)
+	}
+	var r [16 + 6]byte
+	_, _ = rand.Read(r[:]) // crypto/rand does not fail on Linux
+	r[6], r[8] = r[6]&0x0f|0x40, r[8]&0x3f|0x80
+	id.UUID = fmt.Sprintf("%x-%x-%x-%x-%x", r[0:4], r[4:6], r[6:8], r[8:10], r[10:16])
+	id.MACs = []string{fmt.Sprintf("52:54:00:%02x:%02x:%02x", r[16], r[17], r[18]),
+		fmt.Sprintf("52:54:00:%02x:%02x:%02x", r[19], r[20], r[21])}
+	b, _ = json.MarshalIndent(id, "", "  ")
+	if err := os.WriteFile(p, append(b, '\n'), 0o600); err != nil {
+		return identity{}, errs.Wrap(errs.Internal, err, "write %s", p)
+	}
+	return id, nil
+}
+
+// makeDisks creates the machine's fake disks (kept when they exist). WWNs
+// derive from the machine's UUID, so they are stable across runs. A size the
+// filesystem cannot hold (ext4 stops 4 KiB short of 16 TiB) is cut by a MiB
+// until it fits.
+func (m *machine) makeDisks(sizes []int64) error {
+	for i, size := range sizes {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", m.id.UUID, i)))
+		d := disk.Disk{WWN: "0x5" + hex.EncodeToString(sum[:])[:15], Serial: fmt.Sprintf("EMU%X", sum[8:14]),
+			Model: fmt.Sprintf("Emulated Disk %d GiB", size>>30), SizeBytes: size, SupportsSecureErase: true, SupportsCryptoErase: i > 0}
+		d.Name = disk.NameFor(d.WWN, d.Serial)
+		for {
+			err := disk.CreateFakeDisk(m.dir, d)
+			if errors.Is(err, syscall.EFBIG) && d.SizeBytes > 1<<21 {
+				os.Remove(filepath.Join(m.dir, d.Name+".img"))
+				d.SizeBytes -= 1 << 20
+				continue
+			}
+			if err != nil && !errs.Is(err, errs.AlreadyExists) {
+				return err
+			}
+			break
+		}
+		d.Path = filepath.Join(m.dir, d.Name+".img")
+		m.disks = append(m.disks, d)
+	}
+	return nil
+}
+
+func (m *machine) info() MachineInfo {
+	return MachineInfo{Name: m.name, BMCAddress: m.bmc.SystemURL(), BMCDriver: bmc.DriverRedfish,
+		BMCUsername: m.rack.cfg.Username, MACs: append([]string(nil), m.id.MACs...), ProductUUID: m.id.UUID}
+}
+
+func (m *machine) state() MachineState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.st
+	s.Power = string(m.bmc.State().Power)
+	s.Tokens = append([]string(nil), m.st.Tokens...)
+	return s
+}
+
+func (m *machine) close() {
+	m.bootMu.Lock()
+	m.stopRamdisk()
+	m.bootMu.Unlock()
+	m.bmc.Close()
+	<-m.watchUp
+}
