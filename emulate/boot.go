@@ -18,11 +18,11 @@ const powerPoll = 100 * time.Millisecond
 
 // onBoot is the BMC's boot hook: the machine (re)boots from dev.
 func (m *machine) onBoot(dev bmc.BootDevice) {
-	if m.rack.ctx.Err() != nil {
-		return
-	}
 	m.bootMu.Lock()
 	defer m.bootMu.Unlock()
+	if m.rack.ctx.Err() != nil { // the rack is closing: no new ramdisk after close stopped the last
+		return
+	}
 	m.stopRamdisk()
 	m.log.Info("emulate: machine boots", "device", string(dev))
 	if dev != bmc.BootPXE {

@@ -272,6 +272,13 @@ func TestDeployImageResumesBrokenStream(t *testing.T) {
 	if n := srv.gets.Load(); n != 2 {
 		t.Errorf("image fetched %d times, want 2 (a break, a resume)", n)
 	}
+	sawResumePoint := false
+	for _, p := range relay.Progress() {
+		sawResumePoint = sawResumePoint || (p.CommandID == res.CommandID && p.Bytes == 256<<20 && p.Disk == "serial-OS-1" && p.Total == int64(len(raw)))
+	}
+	if !sawResumePoint {
+		t.Errorf("progress = %+v, want 256 MiB of %d on serial-OS-1 reported", relay.Progress(), len(raw))
+	}
 	logs := send(t, relay, a.node, kinds.LogsCollect, nil)
 	if !strings.Contains(string(logs.Payload), "from=268435456") {
 		t.Errorf("logs = %s, want a resume from 268435456", logs.Payload)
