@@ -18,7 +18,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := bccli.Main(ctx, os.Args, os.Stdout, os.Stderr, serveCommand(), pkiCommand())
+	code := bccli.Main(ctx, os.Args, os.Stdout, os.Stderr, serveCommand(), pkiCommand(), demoCommand())
 	stop()
 	os.Exit(code)
 }

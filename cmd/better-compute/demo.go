@@ -1,0 +1,31 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/better-compute/better-compute/controlplane"
+	"github.com/better-compute/better-compute/demo"
+)
+
+func demoCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "demo",
+		Usage: "control plane, site agent and an emulated rack in one process; every machine goes through its lifecycle (build with -tags fakehw)",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "machines", Value: 3},
+			&cli.BoolFlag{Name: "once", Usage: "exit after the loop; non-zero if a machine failed"},
+			&cli.StringFlag{Name: "data-dir", Value: demo.DefaultDataDir, Usage: "wiped at start"},
+			&cli.StringFlag{Name: "listen", Value: controlplane.DefaultListen},
+			&cli.StringFlag{Name: "temporal-listen", Value: controlplane.DefaultTemporalListen},
+			&cli.StringFlag{Name: "ui-listen", Value: controlplane.DefaultUIListen},
+			&cli.StringFlag{Name: "agents-listen", Value: controlplane.DefaultAgentsListen},
+			&cli.StringFlag{Name: "log-level", Value: "warn"},
+		},
+		Action: func(c *cli.Context) error {
+			return demo.Run(c.Context, demo.Config{Machines: c.Int("machines"), Once: c.Bool("once"),
+				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: logger(c.String("log-level")),
+				Listen: c.String("listen"), TemporalListen: c.String("temporal-listen"),
+				UIListen: c.String("ui-listen"), AgentsListen: c.String("agents-listen")})
+		},
+	}
+}

@@ -1,0 +1,52 @@
+package demo
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+)
+
+// Client is the API as an operator's program calls it: Connect with the
+// root token.
+type Client struct {
+	Sites      bettercomputev1connect.SitesServiceClient
+	SiteTokens bettercomputev1connect.SiteTokensServiceClient
+	Pools      bettercomputev1connect.PoolsServiceClient
+	Images     bettercomputev1connect.ImagesServiceClient
+	Profiles   bettercomputev1connect.ProfilesServiceClient
+	Metal      bettercomputev1connect.MetalServiceClient
+	Commands   bettercomputev1connect.CommandsServiceClient
+	Workflows  bettercomputev1connect.WorkflowsServiceClient
+}
+
+// NewClient returns a client of the API at url with the token in tokenFile.
+func NewClient(url, tokenFile string) (*Client, error) {
+	b, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	token := strings.TrimSpace(string(b))
+	auth := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	})
+	hc := http.DefaultClient
+	opts := []connect.ClientOption{connect.WithProtoJSON(), connect.WithInterceptors(auth)}
+	return &Client{
+		Sites:      bettercomputev1connect.NewSitesServiceClient(hc, url, opts...),
+		SiteTokens: bettercomputev1connect.NewSiteTokensServiceClient(hc, url, opts...),
+		Pools:      bettercomputev1connect.NewPoolsServiceClient(hc, url, opts...),
+		Images:     bettercomputev1connect.NewImagesServiceClient(hc, url, opts...),
+		Profiles:   bettercomputev1connect.NewProfilesServiceClient(hc, url, opts...),
+		Metal:      bettercomputev1connect.NewMetalServiceClient(hc, url, opts...),
+		Commands:   bettercomputev1connect.NewCommandsServiceClient(hc, url, opts...),
+		Workflows:  bettercomputev1connect.NewWorkflowsServiceClient(hc, url, opts...),
+	}, nil
+}

@@ -1,0 +1,145 @@
+// Package demo assembles `better-compute demo`: a control plane on the
+// embedded default, a site agent and an emulated rack in one process; it
+// registers a site, pool, image and deploy profile through the API, and takes
+// every machine through enroll → ready → deploy → deployed → undeploy →
+// ready, printing each machine's progress as it goes.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/better-compute/better-compute/controlplane"
+	"github.com/better-compute/better-compute/emulate"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/siteagent"
+)
+
+// Config is what `better-compute demo` takes.
+type Config struct {
+	Machines int
+	Once     bool   // exit after the loop (non-zero if a machine failed)
+	DataDir  string // wiped at start: an emulated rack's BMCs change every run
+	Out      io.Writer
+	Logger   *slog.Logger
+	// Listeners; the defaults are the control plane's. Tests use 127.0.0.1:0.
+	Listen, TemporalListen, UIListen, AgentsListen string
+	ImageSize                                      int64 // bytes of the demo OS image (default 64 MiB)
+}
+
+// DefaultDataDir is where the demo keeps its state.
+const DefaultDataDir = ".better-compute-demo"
+
+// Demo is a running demo: everything an operator would run, in one process.
+type Demo struct {
+	cfg   Config
+	CP    *controlplane.ControlPlane
+	Agent *siteagent.Agent
+	Rack  *emulate.Rack
+	API   *Client
+	Image *ImageServer
+	// What Setup registered.
+	SiteID, PoolID, ImageID, Profile string
+	started                          time.Time
+}
+
+// Start starts the control plane, the site agent and the rack, and
+// registers the site, pool, image and profile. Stop stops it all.
+func Start(ctx context.Context, cfg Config) (d *Demo, err error) {
+	cfg = withDefaults(cfg)
+	d = &Demo{cfg: cfg, started: time.Now()}
+	defer func() {
+		if err != nil {
+			d.Stop()
+		}
+	}()
+	if err := prepareDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	d.say("starting the control plane in %s", cfg.DataDir)
+	d.CP, err = controlplane.Start(ctx, controlplane.Config{DataDir: cfg.DataDir, Listen: cfg.Listen,
+		TemporalListen: cfg.TemporalListen, UIListen: cfg.UIListen, AgentsListen: cfg.AgentsListen, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if d.API, err = NewClient(d.CP.APIURL(), d.CP.RootTokenPath()); err != nil {
+		return nil, err
+	}
+	if err := d.register(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Machines <= 0 {
+		cfg.Machines = 3
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = DefaultDataDir
+	}
+	if abs, err := filepath.Abs(cfg.DataDir); err == nil {
+		cfg.DataDir = abs
+	}
+	if cfg.Out == nil {
+		cfg.Out = io.Discard
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.ImageSize <= 0 {
+		cfg.ImageSize = 64 << 20
+	}
+	return cfg
+}
+
+// prepareDataDir starts from an empty data dir with a CA and the hardware
+// profile the emulated rack needs.
+func prepareDataDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clear the demo's data dir %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if _, err := pki.Init(filepath.Join(dir, "pki"), "demo.better-compute.test"); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(hardwareConfig), 0o600)
+}
+
+const hardwareConfig = `# Written by better-compute demo.
+hardwareProfiles:
+  emulated-redfish:
+    description: emulated machines with Redfish BMCs, PXE-booted by the site agent
+    drivers: {power: redfish, management: redfish, boot: ipxe, deploy: image-stream}
+`
+
+// Stop stops everything, newest first. Safe to call twice.
+func (d *Demo) Stop() {
+	if d.Rack != nil {
+		d.Rack.Close()
+		d.Rack = nil
+	}
+	if d.Agent != nil {
+		d.Agent.Stop()
+		d.Agent = nil
+	}
+	if d.Image != nil {
+		d.Image.Close()
+		d.Image = nil
+	}
+	if d.CP != nil {
+		d.CP.Stop()
+		d.CP = nil
+	}
+}
+
+func (d *Demo) say(format string, args ...any) {
+	fmt.Fprintf(d.cfg.Out, "[%6.1fs] %s\n", time.Since(d.started).Seconds(), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,104 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/emulate"
+	"github.com/better-compute/better-compute/errs"
+)
+
+// Enroll enrolls an emulated machine by its BMC, as an operator would.
+func (d *Demo) Enroll(ctx context.Context, m emulate.MachineInfo) (string, error) {
+	r, err := d.API.Metal.Enroll(ctx, connect.NewRequest(&v1.EnrollRequest{SiteId: d.SiteID, PoolId: d.PoolID,
+		Bmc: &v1.Bmc{Address: m.BMCAddress, Driver: m.BMCDriver,
+			Credentials: &v1.BmcCredentials{Username: m.BMCUsername, Password: rackPassword}}}))
+	if err != nil {
+		return "", fmt.Errorf("%s: metal.enroll: %w", m.Name, err)
+	}
+	return r.Msg.Node.Id, nil
+}
+
+// Wait polls the node until it is in state want, reporting each state it
+// passes through; failed (or another final state) is an error.
+func (d *Demo) Wait(ctx context.Context, name, node, want string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		r, err := d.API.Metal.Get(ctx, connect.NewRequest(&v1.GetNodeRequest{Id: node}))
+		if err != nil {
+			return fmt.Errorf("%s: metal.get: %w", name, err)
+		}
+		n := r.Msg.Node
+		if n.State != last {
+			d.say("%-5s %s  %s", name, node, n.State)
+			last = n.State
+		}
+		switch {
+		case n.State == want:
+			return nil
+		case n.State == "failed" || n.State == "retired":
+			return errs.New(errs.InvalidState, "%s (%s) is %s (from %s): %s", name, node, n.State, n.FailedFrom, n.LastError)
+		}
+		select {
+		case <-ctx.Done():
+			return errs.New(errs.Unavailable, "%s (%s) did not reach %s in %s; it is %s", name, node, want, timeout, n.State)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Loop takes one machine through enroll → ready → deploy → deployed →
+// undeploy → ready, returning its node id.
+func (d *Demo) Loop(ctx context.Context, m emulate.MachineInfo) (string, error) {
+	node, err := d.Enroll(ctx, m)
+	if err != nil {
+		return "", err
+	}
+	if err := d.Wait(ctx, m.Name, node, "ready", 5*time.Minute); err != nil {
+		return node, err
+	}
+	return node, d.DeployAndRelease(ctx, m.Name, node)
+}
+
+// DeployAndRelease deploys the demo profile on a ready node and takes it back.
+func (d *Demo) DeployAndRelease(ctx context.Context, name, node string) error {
+	if _, err := d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: node, Profile: d.Profile, ProfileVersion: 1})); err != nil {
+		return fmt.Errorf("%s: metal.deploy: %w", name, err)
+	}
+	if err := d.Wait(ctx, name, node, "deployed", 5*time.Minute); err != nil {
+		return err
+	}
+	if _, err := d.API.Metal.Undeploy(ctx, connect.NewRequest(&v1.UndeployRequest{NodeId: node, Wipe: "quick"})); err != nil {
+		return fmt.Errorf("%s: metal.undeploy: %w", name, err)
+	}
+	return d.Wait(ctx, name, node, "ready", 5*time.Minute)
+}
+
+// LoopAll runs Loop on every machine at once and returns the failures.
+func (d *Demo) LoopAll(ctx context.Context) (nodes map[string]string, failed []error) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	nodes = map[string]string{}
+	for _, m := range d.Rack.Machines() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node, err := d.Loop(ctx, m)
+			mu.Lock()
+			defer mu.Unlock()
+			nodes[m.Name] = node
+			if err != nil {
+				failed = append(failed, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return nodes, failed
+}

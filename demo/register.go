@@ -1,0 +1,90 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/redfish"
+	"github.com/better-compute/better-compute/emulate"
+	"github.com/better-compute/better-compute/siteagent"
+)
+
+// DemoProfile is the deploy profile the demo registers.
+const DemoProfile = "demo-os"
+
+// register does what an operator does before enrolling: a site, a site
+// agent joined with a single-use site token, a pool, an image and a deploy
+// profile; then it starts the emulated rack.
+func (d *Demo) register(ctx context.Context) error {
+	site, err := d.API.Sites.Create(ctx, connect.NewRequest(&v1.CreateSiteRequest{Kind: "shared", Region: "demo-1", Key: "demo-1"}))
+	if err != nil {
+		return fmt.Errorf("sites.create: %w", err)
+	}
+	d.SiteID = site.Msg.Site.Id
+	tok, err := d.API.SiteTokens.Create(ctx, connect.NewRequest(&v1.CreateSiteTokenRequest{SiteId: d.SiteID, TtlSeconds: 3600, Key: "demo-1-agent"}))
+	if err != nil {
+		return fmt.Errorf("site-tokens.create: %w", err)
+	}
+	tokenFile := filepath.Join(d.cfg.DataDir, "site-token")
+	if err := os.WriteFile(tokenFile, []byte(tok.Msg.Token+"\n"), 0o600); err != nil {
+		return err
+	}
+	d.say("site %s created; starting its site agent", d.SiteID)
+	d.Agent, err = siteagent.Start(ctx, siteagent.Config{ControlPlaneURL: d.CP.AgentsURL(), CAFile: d.CP.CAFile(),
+		TokenFile: tokenFile, DataDir: filepath.Join(d.cfg.DataDir, "site-agent"), BootListen: "127.0.0.1:0",
+		RelayListen: "127.0.0.1:0", Drivers: Drivers(), Logger: d.cfg.Logger})
+	if err != nil {
+		return err
+	}
+	pool, err := d.API.Pools.Create(ctx, connect.NewRequest(&v1.CreatePoolRequest{SiteId: d.SiteID, Class: "metal-host",
+		Policy: &v1.PoolPolicy{HardwareProfile: "emulated-redfish"}}))
+	if err != nil {
+		return fmt.Errorf("pools.create: %w", err)
+	}
+	d.PoolID = pool.Msg.Pool.Id
+	if d.Image, err = NewImageServer(d.cfg.ImageSize); err != nil {
+		return err
+	}
+	img, err := d.API.Images.Register(ctx, connect.NewRequest(&v1.RegisterImageRequest{Name: "demo-os", Source: d.Image.URL,
+		Digest: d.Image.Digest, Format: "raw", Compression: "zstd", Size: d.Image.Size}))
+	if err != nil {
+		return fmt.Errorf("images.register: %w", err)
+	}
+	d.ImageID = img.Msg.Image.Id
+	with, _ := structpb.NewStruct(map[string]any{"image": d.ImageID})
+	if _, err := d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
+		Id: DemoProfile, Version: 1, Target: "metal", Role: "host",
+		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "boot.kexec"}}}})); err != nil {
+		return fmt.Errorf("profiles.create: %w", err)
+	}
+	d.Profile = DemoProfile
+	d.say("pool %s, image %s (%d MiB, zstd %d KiB), profile %s v1 registered", d.PoolID, d.ImageID,
+		d.Image.Raw>>20, d.Image.Size>>10, DemoProfile)
+	d.Rack, err = emulate.Start(ctx, emulate.Config{Machines: d.cfg.Machines, Dir: filepath.Join(d.cfg.DataDir, "rack"),
+		BootURL: d.Agent.BootURL(), Username: "admin", Password: rackPassword, Logger: d.cfg.Logger})
+	if err != nil {
+		return err
+	}
+	d.say("emulated rack of %d machines started", d.cfg.Machines)
+	return nil
+}
+
+// rackPassword is the emulated BMCs' password; the demo enrolls with it
+// inline, so the control plane stores it as a secret:// reference.
+const rackPassword = "demo-bmc-password"
+
+// Drivers is the BMC driver registry of the demo's site agent.
+func Drivers() map[string]siteagent.DriverFactory {
+	return map[string]siteagent.DriverFactory{
+		bmc.DriverRedfish: func(_ context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error) {
+			return redfish.New(redfish.Config{Address: addr, Credentials: creds})
+		},
+	}
+}
