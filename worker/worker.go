@@ -6,8 +6,8 @@ package worker
 
 import (
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/workflow"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/better-compute/better-compute/activities/controlplane"
 	"github.com/better-compute/better-compute/kinds"

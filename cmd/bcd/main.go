@@ -1,0 +1,128 @@
+// Command bcd is the machine-side agent: `bcd site` (a site's agent),
+// `bcd ramdisk` (inside the PXE-booted ramdisk) and `bcd emulate` (an
+// emulated rack; build with -tags fakehw).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/redfish"
+	"github.com/better-compute/better-compute/emulate"
+	"github.com/better-compute/better-compute/ramdisk/agent"
+	"github.com/better-compute/better-compute/ramdisk/disk"
+	"github.com/better-compute/better-compute/siteagent"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := app().RunContext(ctx, os.Args)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func logger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// drivers is the BMC driver registry: Redfish today; IPMI comes with the BMC work.
+func drivers() map[string]siteagent.DriverFactory {
+	return map[string]siteagent.DriverFactory{
+		bmc.DriverRedfish: func(_ context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error) {
+			return redfish.New(redfish.Config{Address: addr, Credentials: creds})
+		},
+	}
+}
+
+func app() *cli.App {
+	logLevel := &cli.StringFlag{Name: "log-level", Value: "info"}
+	return &cli.App{
+		Name:  "bcd",
+		Usage: "better-compute's machine-side agent",
+		Commands: []*cli.Command{
+			{
+				Name:  "site",
+				Usage: "run a site agent: joins with a site token, then serves the site's task queue, iPXE, the image cache and the ramdisk relay",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "control-plane", Required: true, Usage: "the control plane's agents listener, https://host:7781"},
+					&cli.StringFlag{Name: "ca-file", Required: true, Usage: "the project CA certificate (pki/ca.crt)"},
+					&cli.StringFlag{Name: "token-file", Usage: "the site token (first start only)"},
+					&cli.StringFlag{Name: "data-dir", Value: "/var/lib/bcd-site"},
+					&cli.StringFlag{Name: "boot-listen", Value: ":8080", Usage: "plain HTTP for iPXE and the image cache"},
+					&cli.StringFlag{Name: "relay-listen", Value: ":8443", Usage: "HTTPS (mTLS) for ramdisks"},
+					&cli.StringFlag{Name: "ramdisk-dir", Usage: "vmlinuz and initrd.img to serve"},
+					&cli.StringFlag{Name: "advertise-host", Usage: "the host machines reach this agent at"},
+					logLevel,
+				},
+				Action: func(c *cli.Context) error {
+					return siteagent.Run(c.Context, siteagent.Config{ControlPlaneURL: c.String("control-plane"),
+						CAFile: c.String("ca-file"), TokenFile: c.String("token-file"), DataDir: c.String("data-dir"),
+						BootListen: c.String("boot-listen"), RelayListen: c.String("relay-listen"),
+						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"),
+						Drivers: drivers(), Logger: logger(c.String("log-level"))})
+				},
+			},
+			{
+				Name:  "ramdisk",
+				Usage: "run the ramdisk agent with the kernel command line's bc.site, bc.node, bc.token and bc.ca",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "cmdline-file", Value: "/proc/cmdline"},
+					&cli.StringFlag{Name: "disks", Usage: "fakehw builds: the directory of fake disks"},
+					logLevel,
+				},
+				Action: func(c *cli.Context) error {
+					cmdline, err := os.ReadFile(c.String("cmdline-file"))
+					if err != nil {
+						return err
+					}
+					return agent.Run(c.Context, agent.Config{Cmdline: string(cmdline), Disks: disk.Host{Dir: c.String("disks")},
+						Logger: logger(c.String("log-level"))})
+				},
+			},
+			{
+				Name:  "emulate",
+				Usage: "run an emulated rack of machines with Redfish BMCs on loopback and print them as JSON (fakehw builds)",
+				Flags: []cli.Flag{
+					&cli.IntFlag{Name: "machines", Value: 3},
+					&cli.StringFlag{Name: "dir", Value: "./rack"},
+					&cli.StringFlag{Name: "boot-url", Required: true, Usage: "the site agent's boot listener, http://host:port"},
+					&cli.StringFlag{Name: "bmc-username", Value: "admin"},
+					&cli.StringFlag{Name: "bmc-password-file", Required: true},
+					&cli.StringFlag{Name: "redfish-mockup", Usage: "a DMTF Redfish mockup to seed the BMCs"},
+					logLevel,
+				},
+				Action: func(c *cli.Context) error {
+					pw, err := os.ReadFile(c.String("bmc-password-file"))
+					if err != nil {
+						return err
+					}
+					return emulate.Run(c.Context, emulate.Config{Machines: c.Int("machines"), Dir: c.String("dir"),
+						BootURL: c.String("boot-url"), Username: c.String("bmc-username"),
+						Password: string(trimNL(pw)), MockupDir: c.String("redfish-mockup"),
+						Logger: logger(c.String("log-level"))}, c.App.Writer)
+				},
+			},
+		},
+	}
+}
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
