@@ -1,8 +1,9 @@
 // Package cli owns the better-compute command line: a Connect client that speaks
 // JSON to the control plane's API (client.go), the typed command tree (tenants,
-// sites, site-tokens, pools, images, profiles, hardware-profiles, workflows), the
-// generic `api` command that calls any method by name from the generated
-// descriptors, and how results (table, JSON, JMESPath) and errors are printed.
+// sites, site-tokens, pools, images, profiles, hardware-profiles, workflows,
+// metal, commands), the generic `api` command that calls any method by name
+// from the generated descriptors, and how results (table, JSON, JMESPath) and
+// errors are printed.
 // The main adds the commands that are not API calls (serve, pki init, demo).
 package cli
 
@@ -36,6 +37,8 @@ func App(stdout, stderr io.Writer, extra ...*cli.Command) *cli.App {
 		profilesCommand(),
 		hardwareProfilesCommand(),
 		workflowsCommand(),
+		metalCommand(),
+		commandsCommand(),
 	}
 	for _, c := range own {
 		prepare(c)

@@ -1,0 +1,453 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/nodestate"
+)
+
+// maxPassword bounds a BMC password file: anything longer is not a password.
+const maxPassword = 64 << 10
+
+func metalCommand() *cli.Command {
+	svc := func(m string) string { return "/bettercompute.v1.MetalService/" + m }
+	return &cli.Command{
+		Name:  "metal",
+		Usage: "enroll machines by their BMC and run the lifecycle verbs",
+		Subcommands: []*cli.Command{
+			enrollCommand(),
+			{Name: "get", Usage: "show a node", ArgsUsage: "NODE", Action: func(c *cli.Context) error {
+				return send(c, "NODE", nil, bettercomputev1connect.MetalServiceGetProcedure, showNode, func(s *session) (proto.Message, error) {
+					return &v1.GetNodeRequest{Id: s.args[0]}, nil
+				})
+			}},
+			{Name: "list", Usage: "list nodes",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "pool", Usage: "only the nodes of this pool (pool_…)"}},
+				Action: func(c *cli.Context) error {
+					return send(c, "", nil, bettercomputev1connect.MetalServiceListProcedure, showNodes, func(*session) (proto.Message, error) {
+						return &v1.ListNodesRequest{PoolId: c.String("pool")}, nil
+					})
+				}},
+			{Name: "deploy", Usage: "write an OS to a ready node with a provision profile", ArgsUsage: "NODE",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "profile", Usage: "provision profile id"},
+					&cli.IntFlag{Name: "profile-version", Usage: "profile version"},
+				},
+				Action: metalDeploy},
+			{Name: "undeploy", Usage: "take a deployed node back to ready: power down, wipe, attest", ArgsUsage: "NODE",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "wipe", Value: "quick", Usage: "quick, secure-erase, crypto-erase or none"}},
+				Action: func(c *cli.Context) error {
+					return send(c, "NODE", nil, svc("Undeploy"), showVerb, func(s *session) (proto.Message, error) {
+						return &v1.UndeployRequest{NodeId: s.args[0], Wipe: c.String("wipe")}, nil
+					})
+				}},
+			{Name: "power", Usage: "power a node through its BMC", ArgsUsage: "NODE",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "action", Usage: "on, off, graceful-off, reset, graceful-restart, cycle or nmi"}},
+				Action: func(c *cli.Context) error {
+					return send(c, "NODE", []string{"action"}, svc("Power"), showVerb, func(s *session) (proto.Message, error) {
+						return &v1.PowerRequest{NodeId: s.args[0], Action: c.String("action")}, nil
+					})
+				}},
+			{Name: "abort", Usage: "stop the operation running on a node", ArgsUsage: "NODE",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why, for the record (required)"}},
+				Action: func(c *cli.Context) error {
+					return send(c, "NODE", []string{"reason"}, svc("Abort"), showVerb, func(s *session) (proto.Message, error) {
+						return &v1.AbortRequest{NodeId: s.args[0], Reason: c.String("reason")}, nil
+					})
+				}},
+			nodeVerb("manage", "hold a node for an operator: not deployable until provided", svc("Manage")),
+			nodeVerb("inspect", "read a node's inventory again", svc("Inspect")),
+			nodeVerb("provide", "clean a managed node and make it ready", svc("Provide")),
+			nodeVerb("rescue", "boot a deployed node into the ramdisk as a rescue environment", svc("Rescue")),
+			nodeVerb("unrescue", "boot a rescued node back into its OS", svc("Unrescue")),
+			nodeVerb("recover", "bring a failed node back (to cleaning or manageable)", svc("Recover")),
+			nodeVerb("retire", "crypto-erase, power off and revoke a node for good", svc("Retire")),
+			waitCommand(),
+		},
+	}
+}
+
+func commandsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "commands",
+		Usage: "list what was sent to a node's site and ramdisk",
+		Subcommands: []*cli.Command{
+			{Name: "list", Usage: "list a node's commands",
+				Flags: []cli.Flag{&cli.StringFlag{Name: "node", Usage: "node id (node_…)"}},
+				Action: func(c *cli.Context) error {
+					return send(c, "", []string{"node"}, bettercomputev1connect.CommandsServiceListProcedure, showCommands,
+						func(*session) (proto.Message, error) { return &v1.ListCommandsRequest{NodeId: c.String("node")}, nil })
+				}},
+		},
+	}
+}
+
+// send runs a command that checks its argument (arg, "" for none) and flags, builds a request
+// (which may fail before any call), sends it and shows the answer with show.
+func send(c *cli.Context, arg string, flags []string, procedure string, show func(*session, []byte) error,
+	build func(*session) (proto.Message, error)) error {
+	s, err := begin(c)
+	if err != nil {
+		return err
+	}
+	var args []string
+	if arg != "" {
+		args = []string{arg}
+	}
+	if err := s.need(args...); err != nil {
+		return err
+	}
+	if err := s.required(flags...); err != nil {
+		return err
+	}
+	req, err := build(s)
+	if err != nil {
+		return err
+	}
+	raw, err := s.call(procedure, req)
+	if err != nil {
+		return err
+	}
+	return show(s, raw)
+}
+
+// nodeVerb is a verb that takes only the node.
+func nodeVerb(name, usage, procedure string) *cli.Command {
+	return &cli.Command{Name: name, Usage: usage, ArgsUsage: "NODE", Action: func(c *cli.Context) error {
+		return send(c, "NODE", nil, procedure, showVerb, func(s *session) (proto.Message, error) {
+			return &v1.NodeVerbRequest{NodeId: s.args[0]}, nil
+		})
+	}}
+}
+
+func metalDeploy(c *cli.Context) error {
+	return send(c, "NODE", []string{"profile"}, bettercomputev1connect.MetalServiceDeployProcedure, showVerb,
+		func(s *session) (proto.Message, error) {
+			version := c.Int("profile-version")
+			if version <= 0 {
+				return nil, errs.Invalid("profile-version", "--profile-version is required and must be positive")
+			}
+			return &v1.DeployRequest{NodeId: s.args[0], Profile: c.String("profile"), ProfileVersion: int32(version)}, nil
+		})
+}
+
+func enrollCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "enroll",
+		Usage: "enroll a machine by its BMC; credentials by reference, or a username with a password file (there is no password flag)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "site", Usage: "site id (site_…)"},
+			&cli.StringFlag{Name: "pool", Usage: "pool id (pool_…)"},
+			&cli.StringFlag{Name: "bmc-address", Usage: "BMC address: host, host:port or a Redfish system URL"},
+			&cli.StringFlag{Name: "bmc-driver", Usage: "redfish or ipmi"},
+			&cli.StringFlag{Name: "bmc-credentials", Usage: "secret://, env:// or vault:// reference to the BMC credentials"},
+			&cli.StringFlag{Name: "bmc-username", Usage: "BMC username, with --bmc-password-file"},
+			&cli.StringFlag{Name: "bmc-password-file", Usage: "file holding the BMC password (a trailing newline is dropped)"},
+			&cli.StringFlag{Name: "macs", Usage: "the machine's MACs, comma-separated"},
+			&cli.StringFlag{Name: "product-uuid", Usage: "the machine's SMBIOS product UUID"},
+			&cli.StringFlag{Name: "addresses", Usage: "the machine's IP addresses, comma-separated"},
+		},
+		Action: metalEnroll,
+	}
+}
+
+func metalEnroll(c *cli.Context) error {
+	flags := []string{"site", "pool", "bmc-address", "bmc-driver"}
+	return send(c, "", flags, bettercomputev1connect.MetalServiceEnrollProcedure, showVerb, func(*session) (proto.Message, error) {
+		driver := c.String("bmc-driver")
+		if driver != "redfish" && driver != "ipmi" {
+			return nil, errs.Invalid("bmc-driver", "--bmc-driver must be redfish or ipmi, not %q", driver)
+		}
+		bmc := &v1.Bmc{Address: c.String("bmc-address"), Driver: driver}
+		if err := bmcCredentials(c, bmc); err != nil {
+			return nil, err
+		}
+		return &v1.EnrollRequest{
+			SiteId: c.String("site"), PoolId: c.String("pool"), Bmc: bmc,
+			Macs: splitList(c.String("macs")), ProductUuid: c.String("product-uuid"), Addresses: splitList(c.String("addresses")),
+		}, nil
+	})
+}
+
+// bmcCredentials sets the credentials of bmc from exactly one of
+// --bmc-credentials and --bmc-username with --bmc-password-file. No message
+// repeats a value: a password passed by mistake must not be printed.
+func bmcCredentials(c *cli.Context, bmc *v1.Bmc) error {
+	ref, user, file := c.String("bmc-credentials"), c.String("bmc-username"), c.String("bmc-password-file")
+	both := "give either --bmc-credentials (a secret://, env:// or vault:// reference) or --bmc-username with --bmc-password-file"
+	switch {
+	case ref != "" && (user != "" || file != ""):
+		return errs.Invalid("bmc-credentials", "%s, not both", both)
+	case ref == "" && user == "":
+		return errs.Invalid("bmc-credentials", "%s", both)
+	case ref != "":
+		for _, scheme := range []string{"secret://", "env://", "vault://"} {
+			if strings.HasPrefix(ref, scheme) && len(ref) > len(scheme) {
+				bmc.CredentialsRef = ref
+				return nil
+			}
+		}
+		return errs.Invalid("bmc-credentials", "--bmc-credentials must be a secret://, env:// or vault:// reference "+
+			"(the value is not shown); for a plain password use --bmc-username with --bmc-password-file")
+	case file == "":
+		return errs.Invalid("bmc-password-file", "--bmc-username needs --bmc-password-file, a file holding the password")
+	}
+	password, err := readPassword(file)
+	if err != nil {
+		return err
+	}
+	bmc.Credentials = &v1.BmcCredentials{Username: user, Password: password}
+	return nil
+}
+
+// readPassword reads a password file and drops its trailing newline.
+func readPassword(path string) (string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", errs.Invalid("bmc-password-file", "file %s does not exist", path)
+	}
+	if err != nil {
+		return "", errs.Invalid("bmc-password-file", "cannot read %s: %v", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPassword+1))
+	if err != nil {
+		return "", errs.Invalid("bmc-password-file", "cannot read %s: %v", path, err)
+	}
+	if len(b) > maxPassword {
+		return "", errs.Invalid("bmc-password-file", "%s is larger than %d bytes; it should hold only the password", path, maxPassword)
+	}
+	password := strings.TrimRight(string(b), "\r\n")
+	if password == "" {
+		return "", errs.Invalid("bmc-password-file", "%s is empty; write the BMC password into it", path)
+	}
+	return password, nil
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// nodeColumns are the columns of a node in a table.
+func nodeColumns(more ...string) []string {
+	return append([]string{"id", "poolId", "state", "failedFrom", "maintenance", "bmcDriver", "bmcAddress", "profileId", "profileVersion"}, more...)
+}
+
+func showVerb(s *session, raw []byte) error {
+	return showColumns(s, raw, &v1.VerbResponse{}, "", []string{"node.id", "node.state", "workflowId"})
+}
+
+func showNode(s *session, raw []byte) error {
+	return showColumns(s, raw, &v1.GetNodeResponse{}, "node", nodeColumns("lastError"))
+}
+
+func showNodes(s *session, raw []byte) error {
+	return showColumns(s, raw, &v1.ListNodesResponse{}, "items", nodeColumns())
+}
+
+func showCommands(s *session, raw []byte) error {
+	return showColumns(s, raw, &v1.ListCommandsResponse{}, "items",
+		[]string{"kind", "runsOn", "step", "status", "attempt", "durationMs", "errorKind"})
+}
+
+// showColumns prints a table of the named columns, in that order, when the
+// table format is asked for without --query; otherwise it shows the answer as
+// every other command does. The answer is read into msg and written back with
+// every field, so a column is there even when its value is empty. rows names
+// the list (or object) of the answer whose elements are the rows; "" is the
+// answer itself. A column "a.b" is field b of object a; its header is the last part.
+func showColumns(s *session, raw []byte, msg proto.Message, rows string, cols []string) error {
+	if s.out.format != "table" || s.out.query != nil {
+		return s.show(raw)
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, msg); err != nil {
+		return errs.Wrap(errs.Internal, err, "decode the answer")
+	}
+	full, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(msg)
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "encode the answer")
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(full, &doc); err != nil {
+		return errs.Wrap(errs.Internal, err, "the server's answer is not JSON")
+	}
+	var items []any
+	switch v := lookup(doc, rows).(type) {
+	case []any:
+		items = v
+	case map[string]any:
+		items = []any{v}
+	}
+	return writeColumns(s.stdout, items, cols)
+}
+
+// lookup follows a dotted path through nested objects; "" is doc itself.
+func lookup(doc any, path string) any {
+	if path == "" {
+		return doc
+	}
+	for _, k := range strings.Split(path, ".") {
+		m, ok := doc.(map[string]any)
+		if !ok {
+			return nil
+		}
+		doc = m[k]
+	}
+	return doc
+}
+
+// writeColumns prints items as a table with exactly cols, in order.
+func writeColumns(w io.Writer, items []any, cols []string) error {
+	if len(items) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	line := make([]string, len(cols))
+	for i, c := range cols {
+		line[i] = header(c[strings.LastIndex(c, ".")+1:])
+	}
+	fmt.Fprintln(tw, strings.Join(line, "\t"))
+	for _, item := range items {
+		for i, c := range cols {
+			line[i] = cell(lookup(item, c))
+		}
+		fmt.Fprintln(tw, strings.Join(line, "\t"))
+	}
+	return tw.Flush()
+}
+
+// cell is a value as a table shows it: lists of scalars joined with commas.
+func cell(v any) string {
+	if list, ok := v.([]any); ok {
+		joined, _ := joinScalars(list)
+		return joined
+	}
+	return scalar(v)
+}
+
+// waitInterval is how often metal wait reads the node.
+const waitInterval = time.Second
+
+func waitCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "wait",
+		Usage:     "wait until a node is in --state; exit 1 when it fails or --timeout passes",
+		ArgsUsage: "NODE",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "state", Usage: "the state to wait for, e.g. ready or deployed"},
+			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "how long to wait"},
+		},
+		Action: metalWait,
+	}
+}
+
+func metalWait(c *cli.Context) error {
+	s, err := begin(c)
+	if err != nil {
+		return err
+	}
+	if err := s.need("NODE"); err != nil {
+		return err
+	}
+	if err := s.required("state"); err != nil {
+		return err
+	}
+	want := c.String("state")
+	if _, err := nodestate.Parse(want); err != nil {
+		return errs.Invalid("state", "%v; the states are %v", err, nodestate.States())
+	}
+	timeout := c.Duration("timeout")
+	if timeout <= 0 {
+		return errs.Invalid("timeout", "--timeout must be positive, not %s", timeout)
+	}
+	return waitFor(s, s.args[0], want, timeout)
+}
+
+// waitFor reads the node every waitInterval until it is in state want, has
+// failed, or timeout has passed, and prints the last answer it got. A control
+// plane that does not answer is tried again until the timeout.
+func waitFor(s *session, id, want string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last []byte
+	seen := ""
+	for {
+		raw, err := s.call(bettercomputev1connect.MetalServiceGetProcedure, &v1.GetNodeRequest{Id: id})
+		switch {
+		case errs.Is(err, errs.Unavailable):
+			fmt.Fprintf(s.stderr, "note: cannot read node %s (%v); trying again\n", id, err)
+		case err != nil:
+			return err
+		default:
+			last = raw
+			var resp v1.GetNodeResponse
+			if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, &resp); err != nil {
+				return errs.Wrap(errs.Internal, err, "decode node %s", id)
+			}
+			n := resp.GetNode()
+			switch n.GetState() {
+			case want:
+				return showNode(s, raw)
+			case string(nodestate.Failed):
+				return firstErr(showNode(s, raw), &exitError{code: 1, msg: failedMessage(id, n)})
+			case seen:
+			default:
+				seen = n.GetState()
+				fmt.Fprintf(s.stderr, "node %s is %s; waiting for %s\n", id, seen, want)
+			}
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			msg := fmt.Sprintf("node %s is still %s after %s, not %s", id, seen, timeout, want)
+			if last == nil {
+				return &exitError{code: 1, msg: fmt.Sprintf("node %s could not be read for %s", id, timeout)}
+			}
+			return firstErr(showNode(s, last), &exitError{code: 1, msg: msg})
+		}
+		select {
+		case <-s.c.Context.Done():
+			return &exitError{code: 1, msg: fmt.Sprintf("stopped waiting for node %s: %v", id, s.c.Context.Err())}
+		case <-time.After(min(waitInterval, left)):
+		}
+	}
+}
+
+// failedMessage says where a failed node failed and why, and what to do next.
+func failedMessage(id string, n *v1.Node) string {
+	msg := "node " + id + " failed"
+	if n.GetFailedFrom() != "" {
+		msg += " from " + n.GetFailedFrom()
+	}
+	if n.GetLastError() != "" {
+		msg += ": " + n.GetLastError()
+	}
+	return msg + fmt.Sprintf(" (see `commands list --node %s`; `metal recover %s` brings it back)", id, id)
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
