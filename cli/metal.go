@@ -25,7 +25,6 @@ import (
 const maxPassword = 64 << 10
 
 func metalCommand() *cli.Command {
-	svc := func(m string) string { return "/bettercompute.v1.MetalService/" + m }
 	return &cli.Command{
 		Name:  "metal",
 		Usage: "enroll machines by their BMC and run the lifecycle verbs",
@@ -52,31 +51,31 @@ func metalCommand() *cli.Command {
 			{Name: "undeploy", Usage: "take a deployed node back to ready: power down, wipe, attest", ArgsUsage: "NODE",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "wipe", Value: "quick", Usage: "quick, secure-erase, crypto-erase or none"}},
 				Action: func(c *cli.Context) error {
-					return send(c, "NODE", nil, svc("Undeploy"), showVerb, func(s *session) (proto.Message, error) {
+					return send(c, "NODE", nil, bettercomputev1connect.MetalServiceUndeployProcedure, showVerb, func(s *session) (proto.Message, error) {
 						return &v1.UndeployRequest{NodeId: s.args[0], Wipe: c.String("wipe")}, nil
 					})
 				}},
 			{Name: "power", Usage: "power a node through its BMC", ArgsUsage: "NODE",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "action", Usage: "on, off, graceful-off, reset, graceful-restart, cycle or nmi"}},
 				Action: func(c *cli.Context) error {
-					return send(c, "NODE", []string{"action"}, svc("Power"), showVerb, func(s *session) (proto.Message, error) {
+					return send(c, "NODE", []string{"action"}, bettercomputev1connect.MetalServicePowerProcedure, showVerb, func(s *session) (proto.Message, error) {
 						return &v1.PowerRequest{NodeId: s.args[0], Action: c.String("action")}, nil
 					})
 				}},
 			{Name: "abort", Usage: "stop the operation running on a node", ArgsUsage: "NODE",
 				Flags: []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why, for the record (required)"}},
 				Action: func(c *cli.Context) error {
-					return send(c, "NODE", []string{"reason"}, svc("Abort"), showVerb, func(s *session) (proto.Message, error) {
+					return send(c, "NODE", []string{"reason"}, bettercomputev1connect.MetalServiceAbortProcedure, showVerb, func(s *session) (proto.Message, error) {
 						return &v1.AbortRequest{NodeId: s.args[0], Reason: c.String("reason")}, nil
 					})
 				}},
-			nodeVerb("manage", "hold a node for an operator: not deployable until provided", svc("Manage")),
-			nodeVerb("inspect", "read a node's inventory again", svc("Inspect")),
-			nodeVerb("provide", "clean a managed node and make it ready", svc("Provide")),
-			nodeVerb("rescue", "boot a deployed node into the ramdisk as a rescue environment", svc("Rescue")),
-			nodeVerb("unrescue", "boot a rescued node back into its OS", svc("Unrescue")),
-			nodeVerb("recover", "bring a failed node back (to cleaning or manageable)", svc("Recover")),
-			nodeVerb("retire", "crypto-erase, power off and revoke a node for good", svc("Retire")),
+			nodeVerb("manage", "hold a node for an operator: not deployable until provided", bettercomputev1connect.MetalServiceManageProcedure),
+			nodeVerb("inspect", "read a node's inventory again", bettercomputev1connect.MetalServiceInspectProcedure),
+			nodeVerb("provide", "clean a managed node and make it ready", bettercomputev1connect.MetalServiceProvideProcedure),
+			nodeVerb("rescue", "boot a deployed node into the ramdisk as a rescue environment", bettercomputev1connect.MetalServiceRescueProcedure),
+			nodeVerb("unrescue", "boot a rescued node back into its OS", bettercomputev1connect.MetalServiceUnrescueProcedure),
+			nodeVerb("recover", "bring a failed node back (to cleaning or manageable)", bettercomputev1connect.MetalServiceRecoverProcedure),
+			nodeVerb("retire", "crypto-erase, power off and revoke a node for good", bettercomputev1connect.MetalServiceRetireProcedure),
 			waitCommand(),
 		},
 	}
