@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -127,7 +128,7 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 		return nil, errs.New(errs.Unavailable, "this process is not connected to Temporal")
 	}
 	if v != nodestate.Enroll {
-		if busy := s.running(ctx, n.ID); busy != nil {
+		if busy := s.running(ctx, n.ID); busy != nil && !s.finishing(ctx, n) {
 			return nil, busy
 		}
 		if err := nodestate.CheckVerb(v, n.State); err != nil {
@@ -176,6 +177,23 @@ func (s metal) running(ctx context.Context, nodeID string) error {
 	info := d.WorkflowExecutionInfo
 	return errs.New(errs.InvalidState, "node %s is busy: %s (workflow %s, run %s) is running; wait for it or abort it with `better-compute metal abort %s --reason …`",
 		nodeID, info.GetType().GetName(), info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId(), nodeID)
+}
+
+// finishing waits a little for a workflow that already moved the node to
+// a resting state (ready, deployed…) and is only completing, and reports
+// whether it closed; the node is re-read, since its state may have moved.
+func (s metal) finishing(ctx context.Context, n store.Node) bool {
+	if n.State.Active() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := s.temporal.GetWorkflow(ctx, wf.WorkflowID(n.ID), "").Get(ctx, nil)
+	if ctx.Err() != nil {
+		return false
+	}
+	_ = err // the previous verb's outcome is the node's state, read again by the caller's check
+	return s.running(ctx, n.ID) == nil
 }
 
 // node loads the tenant's node named by a verb's request.

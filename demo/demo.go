@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/better-compute/better-compute/controlplane"
@@ -46,6 +47,8 @@ type Demo struct {
 	// What Setup registered.
 	SiteID, PoolID, ImageID, Profile string
 	started                          time.Time
+	mu                               sync.Mutex
+	last                             map[string]string // node → last state printed
 }
 
 // Start starts the control plane, the site agent and the rack, and

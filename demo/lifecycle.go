@@ -25,25 +25,27 @@ func (d *Demo) Enroll(ctx context.Context, m emulate.MachineInfo) (string, error
 }
 
 // Wait polls the node until it is in state want, reporting each state it
-// passes through; failed (or another final state) is an error.
+// passes through. Failed is an error once the node has left the state it
+// was in when Wait began (so a recover can be waited for from failed).
 func (d *Demo) Wait(ctx context.Context, name, node, want string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	last := ""
+	first, moved := "", false
 	for {
 		r, err := d.API.Metal.Get(ctx, connect.NewRequest(&v1.GetNodeRequest{Id: node}))
 		if err != nil {
 			return fmt.Errorf("%s: metal.get: %w", name, err)
 		}
 		n := r.Msg.Node
-		if n.State != last {
-			d.say("%-5s %s  %s", name, node, n.State)
-			last = n.State
+		d.progress(name, node, n.State)
+		if first == "" {
+			first = n.State
 		}
+		moved = moved || n.State != first
 		switch {
 		case n.State == want:
 			return nil
-		case n.State == "failed" || n.State == "retired":
+		case (n.State == "failed" && moved) || n.State == "retired":
 			return errs.New(errs.InvalidState, "%s (%s) is %s (from %s): %s", name, node, n.State, n.FailedFrom, n.LastError)
 		}
 		select {
@@ -52,6 +54,20 @@ func (d *Demo) Wait(ctx context.Context, name, node, want string, timeout time.D
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// progress prints a machine's state when it changed since the last print.
+func (d *Demo) progress(name, node, state string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last == nil {
+		d.last = map[string]string{}
+	}
+	if d.last[node] == state {
+		return
+	}
+	d.last[node] = state
+	d.say("%-6s %s  %s", name, node, state)
 }
 
 // Loop takes one machine through enroll → ready → deploy → deployed →

@@ -1,0 +1,106 @@
+//go:build fakehw
+
+package demo_test
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/demo"
+	"github.com/better-compute/better-compute/pki"
+)
+
+// testWriter sends the demo's progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b[:len(b)-1])); return len(b), nil }
+
+func start(t *testing.T, machines int) *demo.Demo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := demo.Start(ctx, demo.Config{Machines: machines, DataDir: t.TempDir(), Out: testWriter{t},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listen: "127.0.0.1:0", TemporalListen: "127.0.0.1:0",
+		UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20})
+	if err != nil {
+		t.Fatalf("demo.Start = %v", err)
+	}
+	t.Cleanup(d.Stop)
+	return d
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func node(t *testing.T, d *demo.Demo, id string) *v1.Node {
+	t.Helper()
+	r, err := d.API.Metal.Get(context.Background(), connect.NewRequest(&v1.GetNodeRequest{Id: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Msg.Node
+}
+
+func commands(t *testing.T, d *demo.Demo, id string) []*v1.Command {
+	t.Helper()
+	r, err := d.API.Commands.List(context.Background(), connect.NewRequest(&v1.ListCommandsRequest{NodeId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Msg.Items
+}
+
+func code(err error) string {
+	var ce *connect.Error
+	if !asConnect(err, &ce) {
+		return "no error"
+	}
+	for _, det := range ce.Details() {
+		v, e := det.Value()
+		if e == nil {
+			if d, ok := v.(*v1.ErrorDetail); ok {
+				return d.Kind
+			}
+		}
+	}
+	return ce.Code().String()
+}
+
+// rejoin tries to join as a ramdisk with token through the agents' listener.
+func rejoin(d *demo.Demo, token string) error {
+	hc, err := agentsHTTP(d)
+	if err != nil {
+		return err
+	}
+	c := bettercomputev1connect.NewJoinServiceClient(hc, d.CP.AgentsURL(), connect.WithProtoJSON())
+	_, pemKey, _ := pki.NewEd25519Key()
+	signer, _ := pki.ParseKey(pemKey)
+	pub, _ := pki.MarshalPublicKey(signer.Public())
+	_, err = c.Join(context.Background(), connect.NewRequest(&v1.JoinRequest{Token: token, Role: "ramdisk", PublicKeyPem: pub}))
+	return err
+}
+
+func agentsHTTP(d *demo.Demo) (*http.Client, error) {
+	b, err := os.ReadFile(d.CP.CAFile())
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pki.PoolFromPEM(b)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}}}, nil
+}
