@@ -77,6 +77,7 @@ type ControlPlane struct {
 	agents    *http.Server
 	agentsURL string
 	apiURL    string
+	dbURL     string
 	tokenPath string
 	closers   []func()
 }
@@ -183,7 +184,7 @@ func (cp *ControlPlane) startStore(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cp.store = s
+	cp.store, cp.dbURL = s, url
 	if err := s.Migrate(ctx); err != nil {
 		return err
 	}
@@ -308,6 +309,9 @@ func (cp *ControlPlane) TemporalAddress() string {
 
 // Client is this process's Temporal client.
 func (cp *ControlPlane) Client() client.Client { return cp.client }
+
+// DatabaseURL is the PostgreSQL this process uses (it may hold a password).
+func (cp *ControlPlane) DatabaseURL() string { return cp.dbURL }
 
 // Store is this process's store.
 func (cp *ControlPlane) Store() *store.Store { return cp.store }

@@ -1,0 +1,163 @@
+package controlplane_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/better-compute/better-compute/controlplane"
+	"github.com/better-compute/better-compute/tserver"
+)
+
+func quiet() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func start(t *testing.T, cfg controlplane.Config) *controlplane.ControlPlane {
+	t.Helper()
+	if cfg.TemporalListen == "" {
+		cfg.TemporalListen = "127.0.0.1:0"
+	}
+	cfg.Listen, cfg.UIListen, cfg.AgentsListen, cfg.Logger = "127.0.0.1:0", "off", "off", quiet()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Start(%+v) = %v", cfg, err)
+	}
+	return cp
+}
+
+// call posts a Connect JSON request with the process's root token.
+func call(t *testing.T, cp *controlplane.ControlPlane, procedure, body string) map[string]any {
+	t.Helper()
+	tok, err := os.ReadFile(cp.RootTokenPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, cp.APIURL()+"/bettercompute.v1."+procedure, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s(%s) = %d %v", procedure, body, resp.StatusCode, out)
+	}
+	return out
+}
+
+// startTestWorkflow starts a workflow nobody serves, tagged like a node's.
+func startTestWorkflow(t *testing.T, c client.Client, node string) {
+	t.Helper()
+	_, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{
+		ID: "test/" + node, TaskQueue: "nobody",
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporal.NewSearchAttributeKeyKeyword("TenantId").ValueSet("root"),
+			temporal.NewSearchAttributeKeyKeyword("NodeId").ValueSet(node),
+			temporal.NewSearchAttributeKeyKeyword("ProfileId").ValueSet("metal-enroll"),
+		)}, "test.wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitWorkflows polls workflows.list (visibility is eventually consistent).
+func waitWorkflows(t *testing.T, cp *controlplane.ControlPlane, node string, want int) []any {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out := call(t, cp, "WorkflowsService/List", fmt.Sprintf(`{"nodeId":%q}`, node))
+		items, _ := out["items"].([]any)
+		if len(items) == want {
+			return items
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workflows.list(node %s) = %v, want %d items", node, out, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+const node = "node_01kbxxxxxxxxxxxxxxxxxxxxxx"
+
+// TestRestartKeepsEverything: a second start on the same data dir keeps
+// every row, every workflow and the root credential.
+func TestRestartKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	cp := start(t, controlplane.Config{DataDir: dir})
+	site := call(t, cp, "SitesService/Create", `{"kind":"shared","region":"lab-1","key":"lab-1"}`)
+	startTestWorkflow(t, cp.Client(), node)
+	waitWorkflows(t, cp, node, 1)
+	token, _ := os.ReadFile(cp.RootTokenPath())
+	if fi, err := os.Stat(cp.RootTokenPath()); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("root token %s mode = %v, %v; want 0600", cp.RootTokenPath(), fi.Mode(), err)
+	}
+	cp.Stop()
+	cp.Stop() // safe twice
+
+	cp = start(t, controlplane.Config{DataDir: dir})
+	defer cp.Stop()
+	again, _ := os.ReadFile(cp.RootTokenPath())
+	if string(again) != string(token) {
+		t.Errorf("root token changed across restart")
+	}
+	sites := call(t, cp, "SitesService/List", `{}`)
+	items, _ := sites["items"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["id"] != site["site"].(map[string]any)["id"] {
+		t.Errorf("sites after restart = %v, want %v", sites, site)
+	}
+	got := waitWorkflows(t, cp, node, 1)[0].(map[string]any)
+	if got["profileId"] != "metal-enroll" || got["status"] != "running" {
+		t.Errorf("workflow after restart = %v, want running with profileId metal-enroll", got)
+	}
+	if h, err := http.Get(cp.APIURL() + "/healthz"); err != nil || h.StatusCode != 200 {
+		t.Errorf("healthz = %v, %v", h, err)
+	}
+}
+
+// TestExternalTemporalAndScaleOut: two processes share one external
+// Temporal and one PostgreSQL; one serves only the API, the other only the
+// worker... and a third both: what one writes the others read.
+func TestExternalTemporalAndScaleOut(t *testing.T) {
+	ctx := context.Background()
+	ext, err := tserver.Start(ctx, tserver.Config{DataDir: t.TempDir(), Namespace: "default", UIPort: -1, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ext.Stop()
+	const ns = "better-compute-ext"
+	a := start(t, controlplane.Config{DataDir: t.TempDir(), TemporalAddress: ext.FrontendAddress(), TemporalNamespace: ns})
+	defer a.Stop()
+	b := start(t, controlplane.Config{DataDir: t.TempDir(), DatabaseURL: a.DatabaseURL(),
+		TemporalAddress: ext.FrontendAddress(), TemporalNamespace: ns, Only: controlplane.OnlyAPI})
+	defer b.Stop()
+	w := start(t, controlplane.Config{DataDir: t.TempDir(), DatabaseURL: a.DatabaseURL(),
+		TemporalAddress: ext.FrontendAddress(), TemporalNamespace: ns, Only: controlplane.OnlyWorker})
+	defer w.Stop()
+	if w.APIURL() != "" {
+		t.Errorf("--only worker serves an API at %s", w.APIURL())
+	}
+
+	site := call(t, a, "SitesService/Create", `{"kind":"shared","region":"lab-1","key":"k"}`)
+	again := call(t, b, "SitesService/Create", `{"kind":"shared","region":"lab-1","key":"k"}`)
+	if site["site"].(map[string]any)["id"] != again["site"].(map[string]any)["id"] {
+		t.Errorf("the second process created another site for the same key: %v vs %v", site, again)
+	}
+	startTestWorkflow(t, a.Client(), node)
+	waitWorkflows(t, b, node, 1)
+}
