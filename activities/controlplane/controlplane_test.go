@@ -1,0 +1,110 @@
+package controlplane_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/better-compute/better-compute/activities/controlplane"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/store"
+	wf "github.com/better-compute/better-compute/workflows"
+)
+
+func TestGetNode(t *testing.T) {
+	f := newFixture(t, "none", store.PoolPolicy{AllowUnverifiedRelease: true})
+	node := f.newNode(t, "d1")
+	got, err := f.act.GetNode(t.Context(), wf.Input{TenantID: f.tenant, NodeID: node})
+	if err != nil {
+		t.Fatalf("GetNode = %v", err)
+	}
+	want := wf.NodeInfo{TenantID: f.tenant, NodeID: node, SiteID: f.site, PoolID: f.pool, State: nodestate.Enrolling,
+		BMC: kinds.BMCTarget{NodeID: node, Address: "https://bmc-" + node + ".test/redfish/v1/Systems/1", Driver: "redfish",
+			CredentialsRef: "env://BMC"},
+		MACs: []string{"52:54:00:00:00:01"}, Disks: []string{"d1"}, Agent: "none", AllowUnverifiedRelease: true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GetNode (-want +got):\n%s", diff)
+	}
+	_, err = f.act.GetNode(t.Context(), wf.Input{TenantID: "other", NodeID: node})
+	if k := errs.FromTemporal(err); k != errs.NotFound {
+		t.Errorf("GetNode(another tenant) = %v, want NOT_FOUND", err)
+	}
+}
+
+func TestTransition(t *testing.T) {
+	f := newFixture(t, "bcd", store.PoolPolicy{})
+	cases := []struct {
+		name  string
+		moves []wf.TransitionInput // From/To only; the last one is checked
+		want  errs.Kind            // "" for success
+		state nodestate.State
+	}{
+		{name: "along the table", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"}}, state: "inspecting"},
+		{name: "not in the table", moves: []wf.TransitionInput{{From: "enrolling", To: "deployed"}}, want: errs.InvalidState, state: "enrolling"},
+		{name: "compare-and-set", moves: []wf.TransitionInput{{From: "inspecting", To: "ready"}}, want: errs.InvalidState, state: "enrolling"},
+		{name: "repeated move is a no-op", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"}, {From: "enrolling", To: "inspecting"}}, state: "inspecting"},
+		{name: "failed records where from", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"},
+			{From: "inspecting", To: "failed", Error: "UNVERIFIED_WIPE: d2", Maintenance: true}}, state: "failed"},
+		{name: "resting state cannot fail", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"}, {From: "inspecting", To: "ready"},
+			{From: "ready", To: "failed"}}, want: errs.InvalidState, state: "ready"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			node := f.newNode(t)
+			var err error
+			for _, m := range tc.moves {
+				m.TenantID, m.NodeID = f.tenant, node
+				err = f.act.Transition(t.Context(), m)
+			}
+			if got := errs.FromTemporal(err); err != nil && got != tc.want || err == nil && tc.want != "" {
+				t.Fatalf("Transition(%v) = %v, want kind %q", tc.moves[len(tc.moves)-1], err, tc.want)
+			}
+			var app *temporal.ApplicationError
+			if err != nil && !errors.As(err, &app) {
+				t.Errorf("Transition error %v is not a Temporal application error", err)
+			}
+			n, _ := f.s.GetNode(t.Context(), f.tenant, node)
+			if n.State != tc.state {
+				t.Errorf("state after %s = %s, want %s", tc.name, n.State, tc.state)
+			}
+			if last := tc.moves[len(tc.moves)-1]; last.To == nodestate.Failed && tc.want == "" {
+				if n.FailedFrom != last.From || n.LastError != last.Error || n.Maintenance != last.Maintenance ||
+					n.MaintenanceReason != last.Error {
+					t.Errorf("failed node = failedFrom %s lastError %q maintenance %v (%q), want %s, %q, %v",
+						n.FailedFrom, n.LastError, n.Maintenance, n.MaintenanceReason, last.From, last.Error, last.Maintenance)
+				}
+			}
+		})
+	}
+}
+
+func TestIssueDiscoveryTokenIsSingleUse(t *testing.T) {
+	f := newFixture(t, "bcd", store.PoolPolicy{})
+	node := f.newNode(t)
+	in := wf.DiscoveryInput{TenantID: f.tenant, SiteID: f.site, NodeID: node, WorkflowID: wf.WorkflowID(node)}
+	tok, err := f.act.IssueDiscoveryToken(t.Context(), in)
+	if err != nil {
+		t.Fatalf("IssueDiscoveryToken = %v", err)
+	}
+	again, _ := f.act.IssueDiscoveryToken(t.Context(), in)
+	if !strings.HasPrefix(tok, "bcdisc_") || tok == again {
+		t.Errorf("IssueDiscoveryToken = %q then %q, want two distinct bcdisc_ tokens", tok[:8], again[:8])
+	}
+	jt, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), f.now)
+	if err != nil {
+		t.Fatalf("ConsumeJoinToken(fresh) = %v", err)
+	}
+	if jt.NodeID != node || jt.SiteID != f.site || jt.WorkflowID != in.WorkflowID || !jt.ExpiresAt.Equal(f.now.Add(controlplane.DiscoveryTTL)) {
+		t.Errorf("token = %+v, want node %s site %s workflow %s, expiring %s", jt, node, f.site, in.WorkflowID, f.now.Add(controlplane.DiscoveryTTL))
+	}
+	if _, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), f.now); !errs.Is(err, errs.Unauthenticated) {
+		t.Errorf("ConsumeJoinToken(used) = %v, want UNAUTHENTICATED", err)
+	}
+}
