@@ -1,0 +1,242 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/nodestate"
+	wf "github.com/better-compute/better-compute/workflows"
+)
+
+// fake is the world the workflows act on: the control plane's store (one
+// node, its transitions, compare-and-set along the table) and the site with
+// one machine whose ramdisk answers. It records every activity it runs, in
+// order, and fails the ones named in fail.
+type fake struct {
+	mu          sync.Mutex
+	node        wf.NodeInfo
+	disks       []string // what the ramdisk's inventory reports
+	profile     wf.Profile
+	fail        map[string]error // activity name → error it returns
+	calls       []string         // activity names in order, commands bookkeeping aside
+	transitions []wf.TransitionInput
+	power       []string                // power.setPower actions in order
+	commands    []wf.CommandRecord      // command.start and command.finish records
+	ramdiskCmds []kinds.Command         // ramdisk commands as sent
+	deployments []wf.DeploymentInput    // node.recordDeployment calls
+	verified    wf.WipeAttestation      // what wipe.verify returns
+	verifyIn    *wf.VerifyWipeInput     // what wipe.verify was asked
+	inputs      map[string][]any        // every activity's input by name
+	hooks       map[string]func(in any) // run when the named activity starts
+}
+
+func newFake(agent string, state nodestate.State) *fake {
+	return &fake{
+		node: wf.NodeInfo{TenantID: "acme", NodeID: "node_1", SiteID: "site_1", PoolID: "pool_1", State: state,
+			BMC:  kinds.BMCTarget{NodeID: "node_1", Address: "https://10.0.0.5", Driver: "redfish", CredentialsRef: "env://BMC"},
+			MACs: []string{"52:54:00:00:00:01"}, Agent: agent},
+		disks: []string{"wwn-0x1", "wwn-0x2"},
+		profile: wf.Profile{ID: "os", Version: 1, Role: "host", Steps: []wf.ProfileStep{
+			{Use: wf.StepDeployImage, With: map[string]any{"image": "img_1"}}, {Use: wf.StepBootKexec}}},
+		verified: wf.WipeAttestation{Mode: "quick", Disks: []string{"wwn-0x1", "wwn-0x2"}, Bytes: 2 << 20,
+			Signer: "ramdisk/node_1 serial 1f", Verified: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)},
+		fail:   map[string]error{},
+		inputs: map[string][]any{},
+		hooks:  map[string]func(any){},
+	}
+}
+
+// hit records a call of name with in and returns the error it must fail with.
+func (f *fake) hit(name string, in any) error {
+	f.mu.Lock()
+	if name != wf.ActStartCommand && name != wf.ActFinishCommand {
+		f.calls = append(f.calls, name)
+	}
+	f.inputs[name] = append(f.inputs[name], in)
+	hook, err := f.hooks[name], f.fail[name]
+	f.mu.Unlock()
+	if hook != nil {
+		hook(in)
+	}
+	return errs.ToTemporal(err)
+}
+
+// act wraps body as the activity name: recorded, failing on demand.
+func act[I, O any](f *fake, name string, body func(I) (O, error)) func(context.Context, I) (O, error) {
+	return func(_ context.Context, in I) (O, error) {
+		if err := f.hit(name, in); err != nil {
+			var zero O
+			return zero, err
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		out, err := body(in)
+		return out, errs.ToTemporal(err)
+	}
+}
+
+type none struct{}
+
+// register registers every activity the workflows call under its name.
+func (f *fake) register(env *testsuite.TestWorkflowEnvironment) {
+	reg := func(name string, fn any) {
+		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
+	}
+	reg(wf.ActGetNode, act(f, wf.ActGetNode, func(wf.Input) (wf.NodeInfo, error) { return f.node, nil }))
+	reg(wf.ActTransition, act(f, wf.ActTransition, f.transition))
+	reg(wf.ActRecordFacts, act(f, wf.ActRecordFacts, func(in wf.FactsInput) (none, error) {
+		if len(in.Disks) > 0 {
+			f.node.Disks = in.Disks
+		}
+		return none{}, nil
+	}))
+	reg(wf.ActRecordDeployment, act(f, wf.ActRecordDeployment, func(in wf.DeploymentInput) (none, error) {
+		f.deployments = append(f.deployments, in)
+		return none{}, nil
+	}))
+	reg(wf.ActIssueDiscovery, act(f, wf.ActIssueDiscovery, func(wf.DiscoveryInput) (string, error) {
+		return fmt.Sprintf("bcdisc_test%d", len(f.inputs[wf.ActIssueDiscovery])), nil
+	}))
+	reg(wf.ActVerifyWipe, act(f, wf.ActVerifyWipe, func(in wf.VerifyWipeInput) (wf.WipeAttestation, error) {
+		f.verifyIn = &in
+		return f.verified, nil
+	}))
+	reg(wf.ActGetImage, act(f, wf.ActGetImage, func(in wf.ImageInput) (kinds.EnsureImageInput, error) {
+		return kinds.EnsureImageInput{ImageID: in.ImageID, Source: "https://images.test/os.raw.zst", Digest: "sha256:ab",
+			Compression: "zstd", Size: 1 << 20}, nil
+	}))
+	reg(wf.ActGetProfile, act(f, wf.ActGetProfile, func(wf.ProfileInput) (wf.Profile, error) { return f.profile, nil }))
+	reg(wf.ActRevokeIdentity, act(f, wf.ActRevokeIdentity, func(wf.DeploymentInput) (none, error) { return none{}, nil }))
+	reg(wf.ActStartCommand, act(f, wf.ActStartCommand, f.record))
+	reg(wf.ActFinishCommand, act(f, wf.ActFinishCommand, f.record))
+	f.registerSite(reg)
+}
+
+func (f *fake) registerSite(reg func(string, any)) {
+	reg(kinds.PowerSetPower, act(f, kinds.PowerSetPower, func(in kinds.SetPowerInput) (kinds.SetPowerOutput, error) {
+		f.power = append(f.power, string(in.Action))
+		return kinds.SetPowerOutput{}, nil
+	}))
+	reg(kinds.ManagementSetBootDevice, act(f, kinds.ManagementSetBootDevice, func(kinds.SetBootDeviceInput) (none, error) { return none{}, nil }))
+	reg(kinds.BMCInspect, act(f, kinds.BMCInspect, func(kinds.InspectInput) (kinds.InspectOutput, error) {
+		out := kinds.InspectOutput{}
+		out.Inventory.MACs = []string{"52:54:00:00:00:01"}
+		out.Inventory.ProductUUID = "8f2c6a2e-0000-4000-8000-000000000001"
+		return out, nil
+	}))
+	reg(kinds.BootSetEntry, act(f, kinds.BootSetEntry, func(kinds.BootEntry) (none, error) { return none{}, nil }))
+	reg(kinds.BootClearEntry, act(f, kinds.BootClearEntry, func(kinds.ClearEntryInput) (none, error) { return none{}, nil }))
+	reg(kinds.CacheEnsureImage, act(f, kinds.CacheEnsureImage, func(in kinds.EnsureImageInput) (kinds.EnsureImageOutput, error) {
+		return kinds.EnsureImageOutput{Path: "/cache/sha256/ab", Size: in.Size}, nil
+	}))
+	for _, k := range kinds.RamdiskKinds() {
+		reg(k, act(f, k, f.ramdisk))
+	}
+}
+
+// transition moves the node compare-and-set along the table, as the store does.
+func (f *fake) transition(in wf.TransitionInput) (none, error) {
+	f.transitions = append(f.transitions, in)
+	if f.node.State != in.From {
+		return none{}, errs.New(errs.InvalidState, "node is %s, not %s", f.node.State, in.From)
+	}
+	if err := nodestate.Check(in.From, in.To); err != nil {
+		return none{}, err
+	}
+	f.node.State = in.To
+	return none{}, nil
+}
+
+func (f *fake) record(c wf.CommandRecord) (none, error) {
+	f.commands = append(f.commands, c)
+	return none{}, nil
+}
+
+// ramdisk answers a relayed command as the machine's ramdisk would (the
+// signature is wipe.verify's business, which this fake stubs).
+func (f *fake) ramdisk(cmd kinds.Command) (kinds.Result, error) {
+	f.ramdiskCmds = append(f.ramdiskCmds, cmd)
+	var payload any = struct{}{}
+	switch cmd.Kind {
+	case kinds.InventoryRefresh:
+		var inv wf.Inventory
+		for _, d := range f.disks {
+			inv.Disks = append(inv.Disks, struct {
+				Name string `json:"name"`
+			}{d})
+		}
+		payload = inv
+	case kinds.DeployImage:
+		payload = kinds.DeployImageOutput{Disk: f.disks[0], BytesWritten: 1 << 20, Digest: "sha256:ab"}
+	}
+	b, _ := json.Marshal(payload)
+	return kinds.Result{CommandID: cmd.ID, Kind: cmd.Kind, OK: true, Payload: b}, nil
+}
+
+// registerWorkflows registers every verb's workflow under its name, as
+// package worker does.
+func registerWorkflows(r interface {
+	RegisterWorkflowWithOptions(any, workflow.RegisterOptions)
+}) {
+	for name, fn := range map[string]any{
+		wf.Enroll: wf.EnrollWorkflow, wf.Manage: wf.ManageWorkflow, wf.Inspect: wf.InspectWorkflow,
+		wf.Provide: wf.ProvideWorkflow, wf.Deploy: wf.DeployWorkflow, wf.Undeploy: wf.UndeployWorkflow,
+		wf.Rescue: wf.RescueWorkflow, wf.Unrescue: wf.UnrescueWorkflow, wf.Recover: wf.RecoverWorkflow,
+		wf.Retire: wf.RetireWorkflow, wf.Power: wf.PowerWorkflow,
+	} {
+		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
+	}
+}
+
+// run runs verb's workflow on f's node and returns its result and error.
+func run(t *testing.T, f *fake, verb string, in wf.Input, setup ...func(*testsuite.TestWorkflowEnvironment)) (wf.Result, error) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wf.WorkflowID(f.node.NodeID)})
+	registerWorkflows(env)
+	f.register(env)
+	for _, fn := range setup {
+		fn(env)
+	}
+	in.TenantID, in.NodeID = f.node.TenantID, f.node.NodeID
+	env.ExecuteWorkflow(verb, in)
+	if !env.IsWorkflowCompleted() {
+		t.Fatalf("%s did not complete", verb)
+	}
+	var res wf.Result
+	err := env.GetWorkflowError()
+	if err == nil {
+		if gerr := env.GetWorkflowResult(&res); gerr != nil {
+			t.Fatalf("%s result: %v", verb, gerr)
+		}
+	}
+	return res, err
+}
+
+// ramdiskCalls returns the ramdisk kinds among calls.
+func ramdiskCalls(calls []string) []string {
+	var out []string
+	for _, c := range calls {
+		if slices.Contains(kinds.RamdiskKinds(), c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,233 @@
+package workflows_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/nodestate"
+	wf "github.com/better-compute/better-compute/workflows"
+)
+
+func TestEnrollRunsTheRunbook(t *testing.T) {
+	f := newFake("bcd", nodestate.Enrolling)
+	res, err := run(t, f, wf.Enroll, wf.Input{})
+	if err != nil {
+		t.Fatalf("Enroll = %v", err)
+	}
+	wantCalls := []string{wf.ActGetNode, kinds.BMCInspect, wf.ActRecordFacts, wf.ActTransition,
+		wf.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower,
+		kinds.InventoryRefresh, wf.ActRecordFacts, wf.ActTransition,
+		kinds.DiskWipe, wf.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, wf.ActTransition}
+	if diff := cmp.Diff(wantCalls, f.calls); diff != "" {
+		t.Errorf("Enroll activities (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wf.Result{State: nodestate.Ready, Attestation: &f.verified}, res); diff != "" {
+		t.Errorf("Enroll result (-want +got):\n%s", diff)
+	}
+	if got := moves(f.transitions); got != "enrolling>inspecting inspecting>cleaning cleaning>ready" {
+		t.Errorf("Enroll transitions = %s", got)
+	}
+	if diff := cmp.Diff([]string{"cycle", "off"}, f.power); diff != "" {
+		t.Errorf("Enroll power actions (-want +got):\n%s", diff)
+	}
+	// Every command is recorded before it is sent and after, under its step.
+	var steps []string
+	for _, c := range f.commands {
+		steps = append(steps, c.Step+":"+c.Status)
+	}
+	want := []string{}
+	for i, k := range []string{kinds.BMCInspect, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower,
+		kinds.InventoryRefresh, kinds.DiskWipe, kinds.PowerSetPower, kinds.BootClearEntry} {
+		step := fmt.Sprintf("%02d.%s", i+1, k)
+		want = append(want, step+":", step+":succeeded")
+	}
+	if diff := cmp.Diff(want, steps); diff != "" {
+		t.Errorf("Enroll command records (-want +got):\n%s", diff)
+	}
+	// The wipe is bound to this run: its command id is its step's, and the
+	// verification asks for this workflow's nonce over the inventoried disks.
+	wipe := f.ramdiskCmds[1]
+	var wi kinds.WipeInput
+	_ = json.Unmarshal(wipe.Payload, &wi)
+	if wipe.Kind != kinds.DiskWipe || !strings.HasPrefix(wipe.ID, "metal/node_1/") || !strings.HasSuffix(wipe.ID, "/06") ||
+		wi.Mode != "quick" || wi.Nonce == "" || f.verifyIn == nil || f.verifyIn.Nonce != wi.Nonce || f.verifyIn.WorkflowID != "metal/node_1" {
+		t.Errorf("wipe command %+v (%+v), verified with %+v: want id metal/node_1/<run>/06, mode quick, the same nonce", wipe, wi, f.verifyIn)
+	}
+	if diff := cmp.Diff(f.disks, f.node.Disks); diff != "" {
+		t.Errorf("recorded disks (-want +got):\n%s", diff)
+	}
+}
+
+func TestDeployRunsTheProfile(t *testing.T) {
+	f := newFake("bcd", nodestate.Ready)
+	res, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1})
+	if err != nil || res.State != nodestate.Deployed {
+		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)
+	}
+	wantCalls := []string{wf.ActGetNode, wf.ActGetProfile, wf.ActTransition, wf.ActGetImage, kinds.CacheEnsureImage,
+		wf.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.DeployImage,
+		kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.BootKexec, wf.ActRecordDeployment, wf.ActTransition}
+	if diff := cmp.Diff(wantCalls, f.calls); diff != "" {
+		t.Errorf("Deploy activities (-want +got):\n%s", diff)
+	}
+	var kx kinds.KexecInput
+	_ = json.Unmarshal(f.ramdiskCmds[1].Payload, &kx)
+	if kx.Disk != "wwn-0x1" {
+		t.Errorf("boot.kexec disk = %q, want the disk deploy.image wrote (wwn-0x1)", kx.Disk)
+	}
+	want := []wf.DeploymentInput{{TenantID: "acme", NodeID: "node_1", ProfileID: "os", ProfileVersion: 1, Role: "host"}}
+	if diff := cmp.Diff(want, f.deployments); diff != "" {
+		t.Errorf("recorded deployment (-want +got):\n%s", diff)
+	}
+}
+
+// moves renders transitions as "from>to …".
+func moves(ts []wf.TransitionInput) string {
+	var s []string
+	for _, x := range ts {
+		s = append(s, string(x.From)+">"+string(x.To))
+	}
+	return strings.Join(s, " ")
+}
+
+func unverified(format string, args ...any) error { return errs.New(errs.UnverifiedWipe, format, args...) }
+
+func TestVerbOutcomes(t *testing.T) {
+	cases := []struct {
+		name      string
+		agent     string
+		state     nodestate.State
+		verb      string
+		in        wf.Input
+		edit      func(*fake)
+		wantKind  errs.Kind // "" for success
+		wantMsg   string
+		wantState nodestate.State
+		// for failed: where from, and whether maintenance was turned on
+		failedFrom  nodestate.State
+		maintenance bool
+		wantCalls   []string // nil: not checked
+	}{
+		{name: "unattested wipe fails the release into maintenance", agent: "bcd", state: nodestate.Deployed,
+			verb: wf.Undeploy, in: wf.Input{Wipe: "quick"},
+			edit:     func(f *fake) { f.fail[wf.ActVerifyWipe] = unverified("read-back failed on wwn-0x2") },
+			wantKind: errs.UnverifiedWipe, wantMsg: "read-back failed on wwn-0x2", wantState: nodestate.Failed,
+			failedFrom: nodestate.Releasing, maintenance: true},
+		{name: "wipe none without allowUnverifiedRelease", agent: "bcd", state: nodestate.Deployed,
+			verb: wf.Undeploy, in: wf.Input{Wipe: "none"}, wantKind: errs.UnverifiedWipe, wantMsg: "allowUnverifiedRelease",
+			wantState: nodestate.Failed, failedFrom: nodestate.Releasing, maintenance: true,
+			wantCalls: []string{wf.ActGetNode, wf.ActTransition, kinds.BootClearEntry, wf.ActTransition}},
+		{name: "wipe none with allowUnverifiedRelease", agent: "bcd", state: nodestate.Deployed,
+			verb: wf.Undeploy, in: wf.Input{Wipe: "none"}, edit: func(f *fake) { f.node.AllowUnverifiedRelease = true },
+			wantState: nodestate.Ready,
+			wantCalls: []string{wf.ActGetNode, wf.ActTransition, kinds.BootClearEntry, kinds.PowerSetPower,
+				wf.ActRecordDeployment, wf.ActTransition}},
+		{name: "attested release", agent: "bcd", state: nodestate.Deployed, verb: wf.Undeploy, in: wf.Input{Wipe: "secure-erase"},
+			wantState: nodestate.Ready,
+			wantCalls: []string{wf.ActGetNode, wf.ActTransition, kinds.BootClearEntry, wf.ActIssueDiscovery, kinds.BootSetEntry,
+				kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.InventoryRefresh, wf.ActRecordFacts, kinds.DiskWipe,
+				wf.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, wf.ActRecordDeployment, wf.ActTransition}},
+		{name: "enroll on an agent none pool powers off", agent: "none", state: nodestate.Enrolling, verb: wf.Enroll,
+			wantState: nodestate.Ready,
+			wantCalls: []string{wf.ActGetNode, kinds.BMCInspect, wf.ActRecordFacts, wf.ActTransition, kinds.PowerSetPower, wf.ActTransition}},
+		{name: "rescue on an agent none pool", agent: "none", state: nodestate.Deployed, verb: wf.Rescue,
+			wantKind: errs.Unsupported, wantMsg: "agent: none", wantState: nodestate.Failed, failedFrom: nodestate.Rescuing},
+		{name: "deploy with a step no one knows", agent: "bcd", state: nodestate.Ready, verb: wf.Deploy,
+			in:       wf.Input{ProfileID: "os", ProfileVersion: 1},
+			edit:     func(f *fake) { f.profile.Steps = []wf.ProfileStep{{Use: "ansible.run"}} },
+			wantKind: errs.Unsupported, wantMsg: `"ansible.run"`, wantState: nodestate.Failed, failedFrom: nodestate.Deploying},
+		{name: "boot.kexec before deploy.image", agent: "bcd", state: nodestate.Ready, verb: wf.Deploy,
+			in:       wf.Input{ProfileID: "os", ProfileVersion: 1},
+			edit:     func(f *fake) { f.profile.Steps = []wf.ProfileStep{{Use: wf.StepBootKexec}} },
+			wantKind: errs.InvalidInput, wantMsg: "needs a deploy.image before it", wantState: nodestate.Failed,
+			failedFrom: nodestate.Deploying,
+			wantCalls:  []string{wf.ActGetNode, wf.ActGetProfile, wf.ActTransition, wf.ActTransition}},
+		{name: "a verb from a state that does not allow it", agent: "bcd", state: nodestate.Ready, verb: wf.Undeploy,
+			in: wf.Input{Wipe: "quick"}, wantKind: errs.InvalidState, wantMsg: "this node is ready", wantState: nodestate.Ready,
+			wantCalls: []string{wf.ActGetNode}},
+		{name: "enroll runs once", agent: "bcd", state: nodestate.Ready, verb: wf.Enroll,
+			wantKind: errs.InvalidState, wantState: nodestate.Ready, wantCalls: []string{wf.ActGetNode}},
+		{name: "power keeps the state", agent: "bcd", state: nodestate.Deployed, verb: wf.Power, in: wf.Input{Action: "on"},
+			wantState: nodestate.Deployed, wantCalls: []string{wf.ActGetNode, kinds.PowerSetPower}},
+		{name: "retire revokes the identity", agent: "bcd", state: nodestate.Ready, verb: wf.Retire, wantState: nodestate.Retired,
+			wantCalls: []string{wf.ActGetNode, wf.ActTransition, wf.ActIssueDiscovery, kinds.BootSetEntry,
+				kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.InventoryRefresh, wf.ActRecordFacts, kinds.DiskWipe,
+				wf.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, wf.ActRevokeIdentity, wf.ActTransition}},
+		{name: "a failing BMC fails the enroll", agent: "bcd", state: nodestate.Enrolling, verb: wf.Enroll,
+			edit:     func(f *fake) { f.fail[kinds.BMCInspect] = errs.New(errs.InvalidInput, "BMC refused the credentials") },
+			wantKind: errs.InvalidInput, wantMsg: "refused the credentials", wantState: nodestate.Failed, failedFrom: nodestate.Enrolling,
+			wantCalls: []string{wf.ActGetNode, kinds.BMCInspect, wf.ActTransition}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(tc.agent, tc.state)
+			if tc.edit != nil {
+				tc.edit(f)
+			}
+			res, err := run(t, f, tc.verb, tc.in)
+			if got := errs.FromTemporal(err); err == nil && tc.wantKind != "" || err != nil && got != tc.wantKind {
+				t.Fatalf("%s = %v (kind %q), want kind %q", tc.verb, err, got, tc.wantKind)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Errorf("%s = %v, want it to mention %q", tc.verb, err, tc.wantMsg)
+			}
+			if err == nil && res.State != tc.wantState {
+				t.Errorf("%s result state = %s, want %s", tc.verb, res.State, tc.wantState)
+			}
+			if f.node.State != tc.wantState {
+				t.Errorf("%s left the node %s, want %s (moves: %s)", tc.verb, f.node.State, tc.wantState, moves(f.transitions))
+			}
+			if tc.failedFrom != "" {
+				last := f.transitions[len(f.transitions)-1]
+				if last.From != tc.failedFrom || last.Maintenance != tc.maintenance || !strings.Contains(last.Error, tc.wantMsg) {
+					t.Errorf("move to failed = %+v, want from %s, maintenance %v, error mentioning %q", last, tc.failedFrom, tc.maintenance, tc.wantMsg)
+				}
+			}
+			if tc.wantCalls != nil {
+				if diff := cmp.Diff(tc.wantCalls, f.calls); diff != "" {
+					t.Errorf("%s activities (-want +got):\n%s", tc.verb, diff)
+				}
+			}
+			if tc.agent == "none" {
+				if got := ramdiskCalls(f.calls); len(got) > 0 {
+					t.Errorf("%s on an agent none pool sent ramdisk kinds %v", tc.verb, got)
+				}
+			}
+		})
+	}
+}
+
+// TestAbortFailsTheNodeWithTheReason: metal.abort signals the reason and
+// cancels; the workflow moves the node to failed from where it was.
+func TestAbortFailsTheNodeWithTheReason(t *testing.T) {
+	f := newFake("bcd", nodestate.Ready)
+	_, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1}, func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity(kinds.DeployImage, mock.Anything, mock.Anything).After(time.Hour).Return(kinds.Result{OK: true}, nil)
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(wf.AbortSignal, "wrong image")
+			env.CancelWorkflow()
+		}, time.Minute)
+	})
+	if !temporal.IsCanceledError(err) {
+		t.Fatalf("aborted Deploy = %v, want a cancellation", err)
+	}
+	want := wf.TransitionInput{TenantID: "acme", NodeID: "node_1", From: nodestate.Deploying, To: nodestate.Failed,
+		Error: "aborted: wrong image"}
+	if diff := cmp.Diff(want, f.transitions[len(f.transitions)-1]); diff != "" {
+		t.Errorf("move after abort (-want +got):\n%s", diff)
+	}
+	if f.node.State != nodestate.Failed {
+		t.Errorf("node after abort = %s, want failed", f.node.State)
+	}
+}
