@@ -100,7 +100,9 @@ func moves(ts []wf.TransitionInput) string {
 	return strings.Join(s, " ")
 }
 
-func unverified(format string, args ...any) error { return errs.New(errs.UnverifiedWipe, format, args...) }
+func unverified(format string, args ...any) error {
+	return errs.New(errs.UnverifiedWipe, format, args...)
+}
 
 func TestVerbOutcomes(t *testing.T) {
 	cases := []struct {
