@@ -82,6 +82,10 @@ func (a *agent) streamOnce(ctx context.Context, src string, spec disk.ImageSpec,
 	if err != nil && body.err != nil {
 		return res, errs.Wrap(errs.Unavailable, err, "the image stream from the site broke")
 	}
+	if err == nil {
+		a.log.Info("ramdisk: image written and verified", "disk", d.Name, "digest", res.Digest, "imageBytes", res.ImageBytes,
+			"written", res.BytesWritten, "zeroed", res.BytesZeroed, "skipped", res.BytesSkipped, "took", res.Finished.Sub(res.Started))
+	}
 	return res, err
 }
 

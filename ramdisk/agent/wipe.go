@@ -63,6 +63,9 @@ func (a *agent) wipe(ctx context.Context, cmd kinds.Command, p *tracker) (any, e
 		}
 		if !res.Verified {
 			a.log.Warn("ramdisk: wipe read-back failed", "disk", d.Name, "failure", res.Failure)
+		} else {
+			a.log.Info("ramdisk: wiped and read back", "disk", d.Name, "mode", string(mode),
+				"bytesVerified", res.BytesVerified, "bytesRead", res.BytesRead, "took", res.Finished.Sub(res.Started))
 		}
 		out = append(out, s)
 	}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"hash"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -151,16 +150,12 @@ func writeImage(ctx context.Context, src io.Reader, spec ImageSpec, dev blockDev
 	w.res.StreamBytes = counted.n
 	w.res.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	w.res.Finished = time.Now().UTC()
-	log := slog.With("disk", name, "imageBytes", w.res.ImageBytes, "streamBytes", w.res.StreamBytes,
-		"written", w.res.BytesWritten, "zeroed", w.res.BytesZeroed, "skipped", w.res.BytesSkipped)
 	if w.res.Digest != spec.Digest {
-		log.Warn("image: digest mismatch", "want", spec.Digest, "got", w.res.Digest)
 		return w.res, errs.New(errs.DriverError, "digest mismatch on disk %s: the catalog says %s, the stream was %s; the disk's contents are not good",
 			name, spec.Digest, w.res.Digest)
 	}
 	w.res.Verified = true
 	progress(w.res.ImageBytes)
-	log.Info("image: written and verified", "digest", w.res.Digest, "took", w.res.Finished.Sub(w.res.Started))
 	return w.res, nil
 }
 

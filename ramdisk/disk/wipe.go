@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"log/slog"
 	"time"
 
 	"github.com/better-compute/better-compute/errs"
@@ -53,8 +52,6 @@ func wipe(ctx context.Context, d Disk, mode Mode, progress func(Progress), run r
 	}
 	defer t.Close()
 	res := Result{Disk: d.Name, Mode: mode, SizeBytes: t.size, Started: time.Now().UTC()}
-	log := slog.With("disk", d.Name, "mode", string(mode), "size", t.size)
-	log.Info("wipe: erasing")
 
 	var fault Fault
 	if t.isDev {
@@ -80,8 +77,6 @@ func wipe(ctx context.Context, d Disk, mode Mode, progress func(Progress), run r
 	res.BytesVerified, res.BytesRead = v.verified, v.read
 	res.Verified, res.Failure, res.ZeroCheck = v.failure == "", v.failure, v.summary()
 	res.Finished = time.Now().UTC()
-	log.Info("wipe: read back", "verified", res.Verified, "bytesVerified", res.BytesVerified,
-		"bytesRead", res.BytesRead, "failure", res.Failure, "took", res.Finished.Sub(res.Started))
 	return res, nil
 }
 
