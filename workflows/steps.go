@@ -57,6 +57,15 @@ func (r *run) bootRamdisk() error {
 	return r.power(bmc.PowerCycle)
 }
 
+// startRamdisk boots the ramdisk and has it report the machine's disks,
+// which every later wipe must cover.
+func (r *run) startRamdisk() error {
+	if err := r.bootRamdisk(); err != nil {
+		return err
+	}
+	return r.refreshInventory()
+}
+
 // bootLocal makes later boots go to the local disk.
 func (r *run) bootLocal() error {
 	entry := kinds.BootEntry{NodeID: r.in.NodeID, MACs: r.node.MACs}

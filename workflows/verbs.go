@@ -66,24 +66,20 @@ func EnrollWorkflow(ctx workflow.Context, in Input) (Result, error) {
 			}
 			return nil, r.move(nodestate.Ready)
 		}
-		return r.commission(true)
+		if err := r.startRamdisk(); err != nil {
+			return nil, err
+		}
+		if err := r.move(nodestate.Cleaning); err != nil {
+			return nil, err
+		}
+		return r.commission()
 	})
 }
 
-// commission wipes the machine with quick and proves it, then powers off:
-// the way into ready. The ramdisk is booted unless it already runs.
-func (r *run) commission(boot bool) (*WipeAttestation, error) {
-	if boot {
-		if err := r.bootRamdisk(); err != nil {
-			return nil, err
-		}
-		if err := r.refreshInventory(); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.move(nodestate.Cleaning); err != nil {
-		return nil, err
-	}
+// commission is the way into ready: the ramdisk is up and has reported
+// the disks; every disk is wiped with quick and the wipe proven, then the
+// machine powers off.
+func (r *run) commission() (*WipeAttestation, error) {
 	att, err := r.wipe("quick")
 	if err != nil {
 		return nil, err
@@ -115,10 +111,7 @@ func InspectWorkflow(ctx workflow.Context, in Input) (Result, error) {
 			return nil, err
 		}
 		if r.node.Agent != "none" {
-			if err := r.bootRamdisk(); err != nil {
-				return nil, err
-			}
-			if err := r.refreshInventory(); err != nil {
+			if err := r.startRamdisk(); err != nil {
 				return nil, err
 			}
 			if err := r.shutDown(); err != nil {
@@ -147,20 +140,10 @@ func commissionBody(r *run) (*WipeAttestation, error) {
 	if err := r.move(nodestate.Cleaning); err != nil {
 		return nil, err
 	}
-	if err := r.bootRamdisk(); err != nil {
+	if err := r.startRamdisk(); err != nil {
 		return nil, err
 	}
-	if err := r.refreshInventory(); err != nil {
-		return nil, err
-	}
-	att, err := r.wipe("quick")
-	if err != nil {
-		return nil, err
-	}
-	if err := r.shutDown(); err != nil {
-		return nil, err
-	}
-	return att, r.move(nodestate.Ready)
+	return r.commission()
 }
 
 // UndeployWorkflow takes a deployed machine back: it boots the ramdisk,
@@ -177,10 +160,7 @@ func UndeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if in.Wipe == "none" || r.node.Agent == "none" {
 			return nil, r.releaseUnverified()
 		}
-		if err := r.bootRamdisk(); err != nil {
-			return nil, err
-		}
-		if err := r.refreshInventory(); err != nil {
+		if err := r.startRamdisk(); err != nil {
 			return nil, err
 		}
 		att, err := r.wipe(in.Wipe)
@@ -228,10 +208,7 @@ func RetireWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		}
 		var att *WipeAttestation
 		if r.node.Agent != "none" {
-			if err := r.bootRamdisk(); err != nil {
-				return nil, err
-			}
-			if err := r.refreshInventory(); err != nil {
+			if err := r.startRamdisk(); err != nil {
 				return nil, err
 			}
 			var err error
@@ -260,10 +237,7 @@ func RescueWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := r.needsRamdisk("rescue"); err != nil {
 			return nil, err
 		}
-		if err := r.bootRamdisk(); err != nil {
-			return nil, err
-		}
-		if err := r.refreshInventory(); err != nil {
+		if err := r.startRamdisk(); err != nil {
 			return nil, err
 		}
 		return nil, r.move(nodestate.Rescue)
