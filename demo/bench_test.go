@@ -1,0 +1,298 @@
+//go:build fakehw
+
+package demo_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/bench/bare"
+	"github.com/better-compute/better-compute/bench/procmem"
+	"github.com/better-compute/better-compute/demo"
+	wf "github.com/better-compute/better-compute/workflows"
+)
+
+var fleetFlag = flag.String("fleet", "1,5,20", "BenchmarkFleet: the fleet sizes to run, comma-separated")
+
+// BenchmarkFleet takes N emulated machines through one loop at once on the
+// embedded default (control plane, embedded Temporal on SQLite, Postgres,
+// site agent and emulated rack, as `better-compute demo` runs them), then
+// runs bare Temporal with the same activities in the same process:
+//
+//	Fleet/ours/N=n  one iteration = every machine deploy → deployed →
+//	                undeploy → ready at once (metal.deploy then
+//	                metal.undeploy, wipe quick), through the API. Each
+//	                machine is enrolled once, and goes through one warm-up
+//	                loop, before the timer starts: a loop is deploy+undeploy.
+//	Fleet/bare/N=n  one iteration = n machines at once, each running one
+//	                bare workflow per workflow of our loop, with the same
+//	                sequence of local activities, control-plane-queue and
+//	                site-queue activities as read from our history; every
+//	                activity is a no-op.
+//
+// Metrics: loops/s (machine loops per second), acts/s (activities, local
+// and regular, per second), acts/loop and local/loop, MiB-peak-RSS (VmHWM
+// of this test process, reset before each sub-benchmark: everything but
+// Postgres), MiB-pg-peak-RSS (Postgres's tree, sampled every 100ms, shared
+// pages counted once), and on bare, ours/bare (time per loop, ours over
+// bare). bench/fleet.sh prints them as a table.
+func BenchmarkFleet(b *testing.B) {
+	// The emulated ramdisk logs each wipe and image write through the
+	// default logger; the benchmark lines must stay whole.
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	b.Cleanup(func() { slog.SetDefault(prev) })
+	for _, n := range fleetSizes(b) {
+		var ours fleetResult
+		b.Run(fmt.Sprintf("ours/N=%d", n), func(b *testing.B) { ours = benchOurs(b, n) })
+		b.Run(fmt.Sprintf("bare/N=%d", n), func(b *testing.B) { benchBare(b, n, ours) })
+	}
+}
+
+func fleetSizes(b *testing.B) []int {
+	var ns []int
+	for _, f := range strings.Split(*fleetFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("-fleet %q: %q is not a fleet size", *fleetFlag, f)
+		}
+		ns = append(ns, n)
+	}
+	return ns
+}
+
+// fleetResult is what a sub-benchmark measured.
+type fleetResult struct {
+	loopsPerSec float64
+	plans       []bare.Plan // one loop's workflows, as our history shows them
+}
+
+// settle returns freed memory to the OS and resets the peak RSS, so that a
+// sub-benchmark's peak is its own.
+func settle(b *testing.B) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	if err := procmem.ResetPeak(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func benchOurs(b *testing.B, n int) fleetResult {
+	settle(b)
+	dir := b.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	d, err := demo.Start(ctx, demo.Config{Machines: n, DataDir: dir, Listen: "127.0.0.1:0",
+		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20})
+	if err != nil {
+		b.Fatalf("demo.Start(%d machines) = %v", n, err)
+	}
+	defer d.Stop()
+	pg, err := procmem.PidFile(filepath.Join(dir, "postgres", "postmaster.pid"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sampler := procmem.Sample(pg, 100*time.Millisecond)
+	defer sampler.Stop()
+	nodes := enrollFleet(ctx, b, d)
+	loopFleet(ctx, b, d, nodes) // warm-up: the first deploy fills the site's image cache
+	var runs []runRef
+	iters := 0
+	for b.Loop() {
+		runs = append(runs, loopFleet(ctx, b, d, nodes)...)
+		iters++
+	}
+	elapsed := b.Elapsed().Seconds()
+	pgPeak, pgErr := sampler.Stop()
+	peak, err := procmem.PeakRSS()
+	if err != nil || pgErr != nil {
+		b.Fatalf("peak RSS: %v; Postgres's: %v", err, pgErr)
+	}
+	total, plans := countPlans(b, d.CP.Client(), runs)
+	res := fleetResult{loopsPerSec: float64(iters*n) / elapsed, plans: plans}
+	reportFleet(b, res, total, elapsed, peak)
+	b.ReportMetric(float64(pgPeak)/(1<<20), "MiB-pg-peak-RSS")
+	return res
+}
+
+// runRef names one workflow run of a loop.
+type runRef struct {
+	node, workflowID, runID string
+	loop                    int // which workflow of the loop: 0 deploy, 1 undeploy
+}
+
+// enrollFleet enrolls every machine at once and waits for all to be ready.
+func enrollFleet(ctx context.Context, b *testing.B, d *demo.Demo) []string {
+	machines := d.Rack.Machines()
+	nodes := make([]string, len(machines))
+	fails := make([]error, len(machines))
+	var wg sync.WaitGroup
+	for i, m := range machines {
+		wg.Go(func() {
+			if nodes[i], fails[i] = d.Enroll(ctx, m); fails[i] == nil {
+				fails[i] = d.Wait(ctx, m.Name, nodes[i], "ready", 5*time.Minute)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range fails {
+		if err != nil {
+			b.Fatalf("enroll: %v", err)
+		}
+	}
+	return nodes
+}
+
+// loopFleet deploys and undeploys every node at once, each verb waited for
+// through its workflow's result, and returns the runs.
+func loopFleet(ctx context.Context, b *testing.B, d *demo.Demo, nodes []string) []runRef {
+	runs := make([][]runRef, len(nodes))
+	fails := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, node := range nodes {
+		wg.Go(func() { runs[i], fails[i] = deployAndUndeploy(ctx, d, node) })
+	}
+	wg.Wait()
+	var all []runRef
+	for i := range nodes {
+		if fails[i] != nil {
+			b.Fatalf("loop of %s: %v", nodes[i], fails[i])
+		}
+		all = append(all, runs[i]...)
+	}
+	return all
+}
+
+func deployAndUndeploy(ctx context.Context, d *demo.Demo, node string) ([]runRef, error) {
+	verbs := []struct {
+		want  string
+		start func() (*connect.Response[v1.VerbResponse], error)
+	}{
+		{"deployed", func() (*connect.Response[v1.VerbResponse], error) {
+			return d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: node, Profile: d.Profile, ProfileVersion: 1}))
+		}},
+		{"ready", func() (*connect.Response[v1.VerbResponse], error) {
+			return d.API.Metal.Undeploy(ctx, connect.NewRequest(&v1.UndeployRequest{NodeId: node, Wipe: "quick"}))
+		}},
+	}
+	var runs []runRef
+	for i, v := range verbs {
+		r, err := v.start()
+		if err != nil {
+			return runs, fmt.Errorf("start %s: %w", v.want, err)
+		}
+		var res wf.Result
+		if err := d.CP.Client().GetWorkflow(ctx, r.Msg.WorkflowId, r.Msg.RunId).Get(ctx, &res); err != nil {
+			return runs, fmt.Errorf("workflow %s: %w", r.Msg.RunId, err)
+		}
+		if string(res.State) != v.want {
+			return runs, fmt.Errorf("workflow %s ended with the node %s, want %s", r.Msg.RunId, res.State, v.want)
+		}
+		runs = append(runs, runRef{node: node, workflowID: r.Msg.WorkflowId, runID: r.Msg.RunId, loop: i})
+	}
+	return runs, nil
+}
+
+// countPlans reads every run's history: the activities run in all, and
+// one loop's plans, which must be the same for every loop of every node.
+func countPlans(b *testing.B, c client.Client, runs []runRef) (total int, plans []bare.Plan) {
+	for _, r := range runs {
+		p := bare.PlanOf(historyOf(b, c, r.workflowID, r.runID), wf.ControlPlaneQueue)
+		total += len(p)
+		if r.loop == len(plans) {
+			plans = append(plans, p)
+		} else if fmt.Sprint(p) != fmt.Sprint(plans[r.loop]) {
+			b.Fatalf("run %s of %s ran %v, another ran %v: the plan of a loop should not vary", r.runID, r.node, p, plans[r.loop])
+		}
+	}
+	return total, plans
+}
+
+func historyOf(b *testing.B, c client.Client, id, runID string) []*historypb.HistoryEvent {
+	iter := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []*historypb.HistoryEvent
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			b.Fatalf("history of %s: %v", runID, err)
+		}
+		events = append(events, ev)
+	}
+	return events
+}
+
+// benchBare runs the baseline with our loop's plans.
+func benchBare(b *testing.B, n int, ours fleetResult) {
+	if len(ours.plans) == 0 {
+		b.Fatalf("Fleet/bare/N=%d mirrors the activities of Fleet/ours/N=%d: run both (-bench 'Fleet/.*/N=%d$')", n, n, n)
+	}
+	settle(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	bl, err := bare.Start(ctx, b.TempDir())
+	if err != nil {
+		b.Fatalf("bare.Start = %v", err)
+	}
+	defer bl.Stop()
+	loopBare(ctx, b, bl, n, ours.plans) // warm-up, as ours
+	iters := 0
+	for b.Loop() {
+		loopBare(ctx, b, bl, n, ours.plans)
+		iters++
+	}
+	elapsed := b.Elapsed().Seconds()
+	peak, err := procmem.PeakRSS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	perLoop := 0
+	for _, p := range ours.plans {
+		perLoop += len(p)
+	}
+	res := fleetResult{loopsPerSec: float64(iters*n) / elapsed, plans: ours.plans}
+	reportFleet(b, res, iters*n*perLoop, elapsed, peak)
+	b.ReportMetric(res.loopsPerSec/ours.loopsPerSec, "ours/bare")
+}
+
+func loopBare(ctx context.Context, b *testing.B, bl *bare.Baseline, n int, plans []bare.Plan) {
+	fails := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { _, fails[i] = bl.Run(ctx, fmt.Sprintf("m%02d", i), plans) })
+	}
+	wg.Wait()
+	for _, err := range fails {
+		if err != nil {
+			b.Fatalf("bare loop: %v", err)
+		}
+	}
+}
+
+func reportFleet(b *testing.B, r fleetResult, activities int, elapsed float64, peak int64) {
+	local, perLoop := 0, 0
+	for _, p := range r.plans {
+		l, reg := p.Counts()
+		local, perLoop = local+l, perLoop+l+reg
+	}
+	b.ReportMetric(r.loopsPerSec, "loops/s")
+	b.ReportMetric(float64(activities)/elapsed, "acts/s")
+	b.ReportMetric(float64(perLoop), "acts/loop")
+	b.ReportMetric(float64(local), "local/loop")
+	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
+}
