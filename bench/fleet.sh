@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# fleet.sh: run BenchmarkFleet (demo/bench_test.go) and print its table: N
+# emulated machines through one loop at once (deploy + undeploy; each machine
+# enrolled, and looped once, before the timer) on the embedded default, beside
+# bare Temporal running the same activities in the same process.
+#
+#   ITERS=3 bench/fleet.sh [SIZES]   (default SIZES 1,5,20; ITERS loops per size)
+#
+# About two minutes on 2 cores with the defaults. Needs the Postgres binaries
+# the control plane's embedded default uses.
+set -euo pipefail
+export GOTOOLCHAIN=go1.27.3
+
+sizes=${1:-1,5,20}
+iters=${ITERS:-3}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+(cd "$repo" && go test -tags fakehw -run '^$' -bench '^BenchmarkFleet$' -benchtime "${iters}x" -timeout 30m \
+	./demo -args -fleet="$sizes") | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2
+
+# A result line is: name iterations ns/op then value unit pairs.
+awk '
+/^BenchmarkFleet\// {
+	split($1, p, "/"); who = p[2]; n = p[3]; sub(/^N=/, "", n); sub(/-[0-9]+$/, "", n)
+	for (i = 3; i + 1 <= NF; i += 2) v[who, n, $(i + 1)] = $i
+	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
+}
+END {
+	printf "%5s | %10s %10s | %9s %9s | %9s %8s | %10s %10s %10s | %9s\n", "N", "loops/s", "bare", "acts/s", "bare",
+		"acts/loop", "local", "RSS MiB", "pg MiB", "bare MiB", "ours/bare"
+	for (i = 1; i <= count; i++) {
+		n = order[i]
+		printf "%5s | %10.3f %10.3f | %9.1f %9.1f | %9d %8d | %10.0f %10.0f %10.0f | %9.2f\n", n,
+			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["ours", n, "acts/s"], v["bare", n, "acts/s"],
+			v["ours", n, "acts/loop"], v["ours", n, "local/loop"], v["ours", n, "MiB-peak-RSS"],
+			v["ours", n, "MiB-pg-peak-RSS"], v["bare", n, "MiB-peak-RSS"], v["bare", n, "ours/bare"]
+	}
+	print "loop = deploy + undeploy (wipe quick) of every machine at once, after a one-time enroll and one warm-up loop"
+	print "bare = one no-op workflow per workflow of our loop, same sequence of local, control-plane-queue and site-queue activities"
+	print "RSS = peak of the test process (control plane, embedded Temporal, agent, rack); pg = Postgres tree, sampled"
+	print "ours/bare = our time per loop over bare Temporal'\''s: 1.00 is no overhead"
+}' "$out"
+grep -q '^ok' "$out"
