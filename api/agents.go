@@ -49,6 +49,7 @@ func (s *Server) AgentsHandler(a Agents) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(bettercomputev1connect.NewJoinServiceHandler(join{s, a}, opts...))
 	mux.Handle(bettercomputev1connect.NewSecretsServiceHandler(secrets{s, a}, opts...))
+	mux.Handle(bettercomputev1connect.NewAgentCommandsServiceHandler(agentCommands{s, a}, opts...))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil {
 			http.Error(w, "the agents' API answers only over TLS", http.StatusForbidden)
@@ -188,4 +189,25 @@ func (s secrets) Resolve(ctx context.Context, req *connect.Request[v1.ResolveSec
 		return nil, errs.New(errs.Internal, "secret %s is not a JSON object", id)
 	}
 	return connect.NewResponse(&v1.ResolveSecretResponse{Values: values}), nil
+}
+
+type agentCommands struct {
+	*Server
+	a Agents
+}
+
+// ReportAttempt records a retry of one of the calling site's commands.
+func (s agentCommands) ReportAttempt(ctx context.Context, req *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error) {
+	role, site, ok := s.a.peer(ctx)
+	if !ok || role != pki.RoleSite {
+		return nil, errs.New(errs.Unauthenticated, "only a joined site agent reports attempts (present its client certificate)")
+	}
+	m := req.Msg
+	if m.WorkflowId == "" || m.RunId == "" || m.Step == "" || m.Attempt < 1 {
+		return nil, errs.Invalid("step", "name the workflow, run, step and an attempt of 1 or more")
+	}
+	if err := s.store.RecordAttempt(ctx, site, m.WorkflowId, m.RunId, m.Step, int(m.Attempt)); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.ReportAttemptResponse{}), nil
 }

@@ -1,7 +1,10 @@
 package api_test
 
 import (
+	"errors"
+
 	"bytes"
+	"connectrpc.com/connect"
 	"context"
 	"encoding/json"
 	"io"
@@ -139,3 +142,5 @@ func nested(m map[string]any, keys ...string) string {
 	s, _ := cur.(string)
 	return s
 }
+
+func asConnectErr(err error, target **connect.Error) bool { return errors.As(err, target) }

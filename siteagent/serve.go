@@ -12,7 +12,6 @@ import (
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/better-compute/better-compute/activities/site"
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
@@ -24,6 +23,7 @@ import (
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
 	"github.com/better-compute/better-compute/siteagent/relay"
+	bcworker "github.com/better-compute/better-compute/worker"
 )
 
 // serve starts the boot listener (plain HTTP) and the relay (TLS presenting
@@ -120,11 +120,8 @@ func (a *Agent) startWorker() error {
 	if a.id.TaskQueue != "" && a.id.TaskQueue != queue {
 		a.log.Warn("the control plane named another task queue; serving the site's", "given", a.id.TaskQueue, "serving", queue)
 	}
-	a.w = worker.New(c, queue, worker.Options{
-		DisableRegistrationAliasing: true,
-		OnFatalError:                func(err error) { a.fail(errs.Wrap(errs.Unavailable, err, "the Temporal worker stopped")) },
-	})
-	a.acts.Register(a.w)
+	a.w = bcworker.Site(c, a.id.SiteID, a.acts, bcworker.SiteOptions{Attempts: a.attempts, Logger: a.log,
+		OnFatalError: func(err error) { a.fail(errs.Wrap(errs.Unavailable, err, "the Temporal worker stopped")) }})
 	if err := a.w.Start(); err != nil {
 		return errs.Wrap(errs.Unavailable, err, "cannot start the worker on %s", queue)
 	}

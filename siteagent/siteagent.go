@@ -70,6 +70,8 @@ type Agent struct {
 	cache *cache.Cache
 	relay *relay.Relay
 	acts  *site.Activities
+	// attempts reports command retries to the control plane.
+	attempts *site.AttemptsClient
 
 	bootURL, relayURL string
 	servers           []*http.Server
@@ -183,6 +185,7 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	if a.relay, err = relay.New(relay.Config{TrustDomain: id.trustDomain, Join: joinProxy(cp, a.cfg.ControlPlaneURL), Logger: a.log}); err != nil {
 		return err
 	}
+	a.attempts = site.NewAttemptsClient(cp, a.cfg.ControlPlaneURL)
 	a.acts = &site.Activities{
 		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv,
 		Boot: a.boot, Cache: a.cache, Relay: a.relay, Logger: a.log,

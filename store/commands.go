@@ -52,9 +52,19 @@ func (s *Store) StartCommand(ctx context.Context, c Command) error {
 // FinishCommand records a command's outcome and the attempts it took.
 func (s *Store) FinishCommand(ctx context.Context, workflowID, runID, step, status string, attempt int, errKind, errMsg string) error {
 	_, err := s.pool.Exec(ctx, `
-		UPDATE commands SET status = $4, attempt = GREATEST($5, 1), error_kind = $6, error = $7, finished_at = now()
+		UPDATE commands SET status = $4, attempt = GREATEST(attempt, $5, 1), error_kind = $6, error = $7, finished_at = now()
 		WHERE workflow_id = $1 AND run_id = $2 AND step = $3`, workflowID, runID, step, status, attempt, errKind, errMsg)
 	return dbError("store.FinishCommand", err)
+}
+
+// RecordAttempt records that the site agent of siteID runs a step's
+// attempt n; only that site's commands can be touched. Unknown steps are
+// ignored: the command row may not be written yet, and FinishCommand keeps
+// the highest attempt anyway.
+func (s *Store) RecordAttempt(ctx context.Context, siteID, workflowID, runID, step string, n int) error {
+	_, err := s.pool.Exec(ctx, `UPDATE commands SET attempt = GREATEST(attempt, $5)
+		WHERE workflow_id = $1 AND run_id = $2 AND step = $3 AND site_id = $4`, workflowID, runID, step, siteID, n)
+	return dbError("store.RecordAttempt", err)
 }
 
 // ListCommands returns the commands sent for the tenant's node, oldest first.

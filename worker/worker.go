@@ -5,6 +5,8 @@
 package worker
 
 import (
+	"log/slog"
+
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -51,9 +53,24 @@ type ActivityRegistrar interface {
 	Register(r sdkworker.ActivityRegistry)
 }
 
+// SiteOptions are a site worker's dependencies.
+type SiteOptions struct {
+	Attempts     AttemptReporter // nil: retries are not reported
+	Logger       *slog.Logger
+	OnFatalError func(error)
+}
+
 // Site returns a site agent's worker on the site's task queue.
-func Site(c client.Client, siteID string, acts ActivityRegistrar) sdkworker.Worker {
-	w := sdkworker.New(c, kinds.SiteTaskQueue(siteID), sdkworker.Options{DisableRegistrationAliasing: true})
+func Site(c client.Client, siteID string, acts ActivityRegistrar, o SiteOptions) sdkworker.Worker {
+	opts := sdkworker.Options{DisableRegistrationAliasing: true, OnFatalError: o.OnFatalError}
+	if o.Attempts != nil {
+		log := o.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		opts.Interceptors = append(opts.Interceptors, &attempts{r: o.Attempts, log: log})
+	}
+	w := sdkworker.New(c, kinds.SiteTaskQueue(siteID), opts)
 	acts.Register(w)
 	return w
 }

@@ -303,6 +303,111 @@ func (x *ResolveSecretResponse) GetValues() map[string]string {
 	return nil
 }
 
+type ReportAttemptRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	RunId      string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The step: the activity id the workflow gave the command.
+	Step          string `protobuf:"bytes,3,opt,name=step,proto3" json:"step,omitempty"`
+	Attempt       int32  `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportAttemptRequest) Reset() {
+	*x = ReportAttemptRequest{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportAttemptRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportAttemptRequest) ProtoMessage() {}
+
+func (x *ReportAttemptRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportAttemptRequest.ProtoReflect.Descriptor instead.
+func (*ReportAttemptRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReportAttemptRequest) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *ReportAttemptRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ReportAttemptRequest) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
+func (x *ReportAttemptRequest) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+type ReportAttemptResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportAttemptResponse) Reset() {
+	*x = ReportAttemptResponse{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportAttemptResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportAttemptResponse) ProtoMessage() {}
+
+func (x *ReportAttemptResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportAttemptResponse.ProtoReflect.Descriptor instead.
+func (*ReportAttemptResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{5}
+}
+
 var File_bettercompute_v1_agents_proto protoreflect.FileDescriptor
 
 const file_bettercompute_v1_agents_proto_rawDesc = "" +
@@ -333,11 +438,20 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\x06values\x18\x01 \x03(\v23.bettercompute.v1.ResolveSecretResponse.ValuesEntryR\x06values\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012T\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"|\n" +
+	"\x14ReportAttemptRequest\x12\x1f\n" +
+	"\vworkflow_id\x18\x01 \x01(\tR\n" +
+	"workflowId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
+	"\x04step\x18\x03 \x01(\tR\x04step\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\x05R\aattempt\"\x17\n" +
+	"\x15ReportAttemptResponse2T\n" +
 	"\vJoinService\x12E\n" +
 	"\x04Join\x12\x1d.bettercompute.v1.JoinRequest\x1a\x1e.bettercompute.v1.JoinResponse2l\n" +
 	"\x0eSecretsService\x12Z\n" +
-	"\aResolve\x12&.bettercompute.v1.ResolveSecretRequest\x1a'.bettercompute.v1.ResolveSecretResponseBSZQgithub.com/better-compute/better-compute/api/gen/bettercompute/v1;bettercomputev1b\x06proto3"
+	"\aResolve\x12&.bettercompute.v1.ResolveSecretRequest\x1a'.bettercompute.v1.ResolveSecretResponse2x\n" +
+	"\x14AgentCommandsService\x12`\n" +
+	"\rReportAttempt\x12&.bettercompute.v1.ReportAttemptRequest\x1a'.bettercompute.v1.ReportAttemptResponseBSZQgithub.com/better-compute/better-compute/api/gen/bettercompute/v1;bettercomputev1b\x06proto3"
 
 var (
 	file_bettercompute_v1_agents_proto_rawDescOnce sync.Once
@@ -351,22 +465,26 @@ func file_bettercompute_v1_agents_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_agents_proto_rawDescData
 }
 
-var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_bettercompute_v1_agents_proto_goTypes = []any{
 	(*JoinRequest)(nil),           // 0: bettercompute.v1.JoinRequest
 	(*JoinResponse)(nil),          // 1: bettercompute.v1.JoinResponse
 	(*ResolveSecretRequest)(nil),  // 2: bettercompute.v1.ResolveSecretRequest
 	(*ResolveSecretResponse)(nil), // 3: bettercompute.v1.ResolveSecretResponse
-	nil,                           // 4: bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	(*ReportAttemptRequest)(nil),  // 4: bettercompute.v1.ReportAttemptRequest
+	(*ReportAttemptResponse)(nil), // 5: bettercompute.v1.ReportAttemptResponse
+	nil,                           // 6: bettercompute.v1.ResolveSecretResponse.ValuesEntry
 }
 var file_bettercompute_v1_agents_proto_depIdxs = []int32{
-	4, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	6, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
 	0, // 1: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
 	2, // 2: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
-	1, // 3: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
-	3, // 4: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
-	3, // [3:5] is the sub-list for method output_type
-	1, // [1:3] is the sub-list for method input_type
+	4, // 3: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
+	1, // 4: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
+	3, // 5: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
+	5, // 6: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
+	4, // [4:7] is the sub-list for method output_type
+	1, // [1:4] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -383,9 +501,9 @@ func file_bettercompute_v1_agents_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_agents_proto_rawDesc), len(file_bettercompute_v1_agents_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_bettercompute_v1_agents_proto_goTypes,
 		DependencyIndexes: file_bettercompute_v1_agents_proto_depIdxs,

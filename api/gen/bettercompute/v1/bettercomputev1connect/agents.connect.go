@@ -25,6 +25,8 @@ const (
 	JoinServiceName = "bettercompute.v1.JoinService"
 	// SecretsServiceName is the fully-qualified name of the SecretsService service.
 	SecretsServiceName = "bettercompute.v1.SecretsService"
+	// AgentCommandsServiceName is the fully-qualified name of the AgentCommandsService service.
+	AgentCommandsServiceName = "bettercompute.v1.AgentCommandsService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -39,6 +41,9 @@ const (
 	JoinServiceJoinProcedure = "/bettercompute.v1.JoinService/Join"
 	// SecretsServiceResolveProcedure is the fully-qualified name of the SecretsService's Resolve RPC.
 	SecretsServiceResolveProcedure = "/bettercompute.v1.SecretsService/Resolve"
+	// AgentCommandsServiceReportAttemptProcedure is the fully-qualified name of the
+	// AgentCommandsService's ReportAttempt RPC.
+	AgentCommandsServiceReportAttemptProcedure = "/bettercompute.v1.AgentCommandsService/ReportAttempt"
 )
 
 // JoinServiceClient is a client for the bettercompute.v1.JoinService service.
@@ -179,4 +184,75 @@ type UnimplementedSecretsServiceHandler struct{}
 
 func (UnimplementedSecretsServiceHandler) Resolve(context.Context, *connect.Request[v1.ResolveSecretRequest]) (*connect.Response[v1.ResolveSecretResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.SecretsService.Resolve is not implemented"))
+}
+
+// AgentCommandsServiceClient is a client for the bettercompute.v1.AgentCommandsService service.
+type AgentCommandsServiceClient interface {
+	ReportAttempt(context.Context, *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error)
+}
+
+// NewAgentCommandsServiceClient constructs a client for the bettercompute.v1.AgentCommandsService
+// service. By default, it uses the Connect protocol with the binary Protobuf Codec, asks for
+// gzipped responses, and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply
+// the connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewAgentCommandsServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) AgentCommandsServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	agentCommandsServiceMethods := v1.File_bettercompute_v1_agents_proto.Services().ByName("AgentCommandsService").Methods()
+	return &agentCommandsServiceClient{
+		reportAttempt: connect.NewClient[v1.ReportAttemptRequest, v1.ReportAttemptResponse](
+			httpClient,
+			baseURL+AgentCommandsServiceReportAttemptProcedure,
+			connect.WithSchema(agentCommandsServiceMethods.ByName("ReportAttempt")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// agentCommandsServiceClient implements AgentCommandsServiceClient.
+type agentCommandsServiceClient struct {
+	reportAttempt *connect.Client[v1.ReportAttemptRequest, v1.ReportAttemptResponse]
+}
+
+// ReportAttempt calls bettercompute.v1.AgentCommandsService.ReportAttempt.
+func (c *agentCommandsServiceClient) ReportAttempt(ctx context.Context, req *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error) {
+	return c.reportAttempt.CallUnary(ctx, req)
+}
+
+// AgentCommandsServiceHandler is an implementation of the bettercompute.v1.AgentCommandsService
+// service.
+type AgentCommandsServiceHandler interface {
+	ReportAttempt(context.Context, *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error)
+}
+
+// NewAgentCommandsServiceHandler builds an HTTP handler from the service implementation. It returns
+// the path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewAgentCommandsServiceHandler(svc AgentCommandsServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	agentCommandsServiceMethods := v1.File_bettercompute_v1_agents_proto.Services().ByName("AgentCommandsService").Methods()
+	agentCommandsServiceReportAttemptHandler := connect.NewUnaryHandler(
+		AgentCommandsServiceReportAttemptProcedure,
+		svc.ReportAttempt,
+		connect.WithSchema(agentCommandsServiceMethods.ByName("ReportAttempt")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/bettercompute.v1.AgentCommandsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case AgentCommandsServiceReportAttemptProcedure:
+			agentCommandsServiceReportAttemptHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedAgentCommandsServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedAgentCommandsServiceHandler struct{}
+
+func (UnimplementedAgentCommandsServiceHandler) ReportAttempt(context.Context, *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.AgentCommandsService.ReportAttempt is not implemented"))
 }

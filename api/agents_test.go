@@ -1,0 +1,225 @@
+package api_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/better-compute/better-compute/api"
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/ids"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/store"
+)
+
+// agentsEnv is the agents' TLS listener over a fresh database.
+type agentsEnv struct {
+	*env
+	ca   *pki.CA
+	url  string
+	site string
+}
+
+func newAgentsEnv(t *testing.T) *agentsEnv {
+	t.Helper()
+	e := newEnv(t)
+	ca, err := pki.Init(t.TempDir(), "test.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: e.store}).AgentsHandler(
+		api.Agents{CA: ca, TemporalAddress: "127.0.0.1:7233", TemporalNamespace: "ns", CodecKey: []byte("k")}))
+	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	site, _, err := e.store.CreateSite(context.Background(), store.Site{TenantID: "root", Kind: "shared", Region: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &agentsEnv{env: e, ca: ca, url: srv.URL, site: site.ID}
+}
+
+// client returns an HTTP client trusting the test server, presenting cert
+// and key when given.
+func (a *agentsEnv) client(t *testing.T, certPEM []byte, key crypto.Signer) *http.Client {
+	t.Helper()
+	cfg := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // httptest's own certificate
+	if certPEM != nil {
+		cert, err := pki.ParseCert(certPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+func (a *agentsEnv) join(t *testing.T, hc *http.Client, token, role string) (*v1.JoinResponse, crypto.Signer, error) {
+	t.Helper()
+	key, _, err := pki.NewEd25519Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := pki.MarshalPublicKey(key.Public())
+	resp, err := bettercomputev1connect.NewJoinServiceClient(hc, a.url).Join(context.Background(),
+		connect.NewRequest(&v1.JoinRequest{Token: token, Role: role, PublicKeyPem: pub, ServeHosts: []string{"127.0.0.1"}}))
+	if err != nil {
+		return nil, key, err
+	}
+	return resp.Msg, key, nil
+}
+
+func kind(err error) string {
+	var ce *connect.Error
+	if !asConnectErr(err, &ce) {
+		return "none"
+	}
+	for _, d := range ce.Details() {
+		if v, e := d.Value(); e == nil {
+			if x, ok := v.(*v1.ErrorDetail); ok {
+				return x.Kind
+			}
+		}
+	}
+	return ce.Code().String()
+}
+
+func TestJoinSiteOnceThenReport(t *testing.T) {
+	t.Parallel()
+	a := newAgentsEnv(t)
+	ctx := context.Background()
+	plain, hash := pki.NewToken(pki.TokenSite)
+	if _, _, err := a.store.CreateSiteToken(ctx, store.SiteToken{TenantID: "root", SiteID: a.site, ExpiresAt: time.Now().Add(time.Hour)}, hash); err != nil {
+		t.Fatal(err)
+	}
+	anon := a.client(t, nil, nil)
+	resp, key, err := a.join(t, anon, string(plain), "site")
+	if err != nil {
+		t.Fatalf("Join(site token) = %v", err)
+	}
+	cert, _ := pki.ParseCert(resp.CertPem)
+	if role, id, err := a.ca.Verify(cert); err != nil || role != pki.RoleSite || id != a.site || resp.TaskQueue != "site/"+a.site || len(resp.CodecKey) == 0 || len(resp.ServingCertPem) == 0 {
+		t.Errorf("Join(site) = role %s id %s err %v queue %q; want site %s with queue, codec key and serving cert", role, id, err, resp.TaskQueue, a.site)
+	}
+	if _, _, err := a.join(t, anon, string(plain), "site"); kind(err) != "UNAUTHENTICATED" {
+		t.Errorf("Join with a used site token = %v, want UNAUTHENTICATED", err)
+	}
+	if _, _, err := a.join(t, anon, "bcsite_garbage", "site"); kind(err) != "UNAUTHENTICATED" {
+		t.Errorf("Join with a malformed token = %v, want UNAUTHENTICATED", err)
+	}
+
+	// The site's agent records an attempt of one of its site's commands;
+	// without a certificate, nothing.
+	if err := a.store.StartCommand(ctx, store.Command{ID: ids.New(ids.Command), TenantID: "root", NodeID: "node_x", SiteID: a.site,
+		Kind: "power.setPower", RunsOn: "site", WorkflowID: "wf", RunID: "run", Step: "01.power.setPower"}); err != nil {
+		t.Fatal(err)
+	}
+	report := func(hc *http.Client) error {
+		_, err := bettercomputev1connect.NewAgentCommandsServiceClient(hc, a.url).ReportAttempt(ctx,
+			connect.NewRequest(&v1.ReportAttemptRequest{WorkflowId: "wf", RunId: "run", Step: "01.power.setPower", Attempt: 3}))
+		return err
+	}
+	if err := report(anon); kind(err) != "UNAUTHENTICATED" {
+		t.Errorf("ReportAttempt without a certificate = %v, want UNAUTHENTICATED", err)
+	}
+	if err := report(a.client(t, resp.CertPem, key)); err != nil {
+		t.Fatalf("ReportAttempt = %v", err)
+	}
+	cmds, err := a.store.ListCommands(ctx, "root", "node_x")
+	if err != nil || len(cmds) != 1 || cmds[0].Attempt != 3 {
+		t.Errorf("commands after ReportAttempt(3) = %+v, %v; want attempt 3", cmds, err)
+	}
+	if err := a.store.FinishCommand(ctx, "wf", "run", "01.power.setPower", store.CommandSucceeded, 1, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if cmds, _ := a.store.ListCommands(ctx, "root", "node_x"); cmds[0].Attempt != 3 || cmds[0].Status != "succeeded" {
+		t.Errorf("FinishCommand lowered the attempt: %+v", cmds[0])
+	}
+}
+
+func TestJoinRamdiskWithDiscoveryToken(t *testing.T) {
+	t.Parallel()
+	a := newAgentsEnv(t)
+	ctx := context.Background()
+	plain, hash := pki.NewToken(pki.TokenDiscovery)
+	node := ids.New(ids.Node)
+	if err := a.store.CreateJoinToken(ctx, store.JoinToken{ID: ids.New(ids.JoinToken), TenantID: "root", SiteID: a.site,
+		NodeID: node, Kind: string(pki.TokenDiscovery), ExpiresAt: time.Now().Add(time.Hour)}, hash); err != nil {
+		t.Fatal(err)
+	}
+	anon := a.client(t, nil, nil)
+	if _, _, err := a.join(t, anon, string(plain), "site"); kind(err) != "UNAUTHENTICATED" {
+		t.Errorf("a discovery token used as a site token = %v, want UNAUTHENTICATED", err)
+	}
+	resp, _, err := a.join(t, anon, string(plain), "ramdisk")
+	if err != nil {
+		t.Fatalf("Join(ramdisk) = %v", err)
+	}
+	cert, _ := pki.ParseCert(resp.CertPem)
+	if role, id, _ := a.ca.Verify(cert); role != pki.RoleRamdisk || id != node || len(resp.CodecKey) != 0 || resp.TemporalAddress != "" {
+		t.Errorf("Join(ramdisk) = %s %s with codec key %d bytes, want ramdisk %s and no site secrets", role, id, len(resp.CodecKey), node)
+	}
+	if _, _, err := a.join(t, anon, string(plain), "ramdisk"); kind(err) != "UNAUTHENTICATED" {
+		t.Errorf("Join with the used discovery token = %v, want UNAUTHENTICATED", err)
+	}
+	if revoked, _ := a.store.CertificateRevoked(ctx, cert.SerialNumber.Text(16)); revoked {
+		t.Errorf("the issued certificate is not recorded")
+	}
+	if n, _ := a.store.RevokeIdentity(ctx, "root", node); n != 1 {
+		t.Errorf("RevokeIdentity = %d, want 1", n)
+	}
+	if revoked, _ := a.store.CertificateRevoked(ctx, cert.SerialNumber.Text(16)); !revoked {
+		t.Errorf("the certificate is not revoked after RevokeIdentity")
+	}
+}
+
+func TestSecretsOnlyForTheSitesNodes(t *testing.T) {
+	t.Parallel()
+	a := newAgentsEnv(t)
+	ctx := context.Background()
+	secret, err := a.store.CreateSecret(ctx, "root", []byte(`{"username":"admin","password":"pw"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "secret://root/" + secret
+	pool, err := a.store.CreatePool(ctx, store.Pool{TenantID: "root", SiteID: a.site, Class: "c", Agent: "bcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.CreateNode(ctx, store.Node{ID: ids.New(ids.Node), TenantID: "root", SiteID: a.site, PoolID: pool.ID,
+		BMCAddress: "10.0.0.1", BMCDriver: "redfish", BMCCredentialsRef: ref}); err != nil {
+		t.Fatal(err)
+	}
+	other, _, _ := a.store.CreateSite(ctx, store.Site{TenantID: "root", Kind: "shared", Region: "r2"})
+	certFor := func(site string) *http.Client {
+		key, _, _ := pki.NewEd25519Key()
+		pem, err := a.ca.Issue(key.Public(), pki.RoleSite, site, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.client(t, pem, key)
+	}
+	resolve := func(hc *http.Client) (map[string]string, error) {
+		r, err := bettercomputev1connect.NewSecretsServiceClient(hc, a.url).Resolve(ctx, connect.NewRequest(&v1.ResolveSecretRequest{Ref: ref}))
+		if err != nil {
+			return nil, err
+		}
+		return r.Msg.Values, nil
+	}
+	if v, err := resolve(certFor(a.site)); err != nil || v["password"] != "pw" {
+		t.Errorf("Resolve by the node's site = %v, %v; want the password", v, err)
+	}
+	if _, err := resolve(certFor(other.ID)); kind(err) != "NOT_FOUND" {
+		t.Errorf("Resolve by another site = %v, want NOT_FOUND", err)
+	}
+	if _, err := resolve(a.client(t, nil, nil)); kind(err) != "UNAUTHENTICATED" {
+		t.Errorf("Resolve without a certificate = %v, want UNAUTHENTICATED", err)
+	}
+}
