@@ -49,6 +49,7 @@ type Demo struct {
 	started                          time.Time
 	mu                               sync.Mutex
 	last                             map[string]string // node → last state printed
+	cpTook                           time.Duration     // the control plane's start
 }
 
 // Start starts the control plane, the site agent and the rack, and
@@ -65,11 +66,13 @@ func Start(ctx context.Context, cfg Config) (d *Demo, err error) {
 		return nil, err
 	}
 	d.say("starting the control plane in %s", cfg.DataDir)
+	cpStart := time.Now()
 	d.CP, err = controlplane.Start(ctx, controlplane.Config{DataDir: cfg.DataDir, Listen: cfg.Listen,
 		TemporalListen: cfg.TemporalListen, UIListen: cfg.UIListen, AgentsListen: cfg.AgentsListen, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
+	d.cpTook = time.Since(cpStart)
 	if d.API, err = NewClient(d.CP.APIURL(), d.CP.RootTokenPath()); err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func (d *Demo) Wait(ctx context.Context, name, node, want string, timeout time.D
 			return fmt.Errorf("%s: metal.get: %w", name, err)
 		}
 		n := r.Msg.Node
-		d.progress(name, node, n.State)
+		d.progress(name, node, n.State, d.lastCommand(ctx, node))
 		if first == "" {
 			first = n.State
 		}
@@ -56,18 +56,34 @@ func (d *Demo) Wait(ctx context.Context, name, node, want string, timeout time.D
 	}
 }
 
-// progress prints a machine's state when it changed since the last print.
-func (d *Demo) progress(name, node, state string) {
+// progress prints a machine's state and the command it is on when either
+// changed since the last print.
+func (d *Demo) progress(name, node, state, command string) {
+	line := fmt.Sprintf("%-11s %s", state, command)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.last == nil {
 		d.last = map[string]string{}
 	}
-	if d.last[node] == state {
+	if d.last[node] == line {
 		return
 	}
-	d.last[node] = state
-	d.say("%-6s %s  %s", name, node, state)
+	d.last[node] = line
+	d.say("%-6s %s  %s", name, node, line)
+}
+
+// lastCommand describes the newest command sent to the node.
+func (d *Demo) lastCommand(ctx context.Context, node string) string {
+	r, err := d.API.Commands.List(ctx, connect.NewRequest(&v1.ListCommandsRequest{NodeId: node}))
+	if err != nil || len(r.Msg.Items) == 0 {
+		return ""
+	}
+	c := r.Msg.Items[len(r.Msg.Items)-1]
+	s := "→ " + c.Kind + " (" + c.RunsOn + ") " + c.Status
+	if c.Attempt > 1 {
+		s += fmt.Sprintf(", attempt %d", c.Attempt)
+	}
+	return s
 }
 
 // Loop takes one machine through enroll → ready → deploy → deployed →

@@ -25,7 +25,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	d.say("%d of %d machines went enroll → ready → deploy → deployed → undeploy → ready in %s",
 		len(nodes)-len(failed), len(nodes), took.Round(100*time.Millisecond))
-	d.CP.PrintBanner(d.cfg.Out, time.Since(d.started))
+	d.CP.PrintBanner(d.cfg.Out, d.cpTook)
 	fmt.Fprintf(d.cfg.Out, "\nTry:\n  export BETTER_COMPUTE_DATA_DIR=%s BETTER_COMPUTE_URL=%s\n", d.cfg.DataDir, d.CP.APIURL())
 	for name, node := range nodes {
 		fmt.Fprintf(d.cfg.Out, "  better-compute commands list --node %s   # %s\n", node, name)
