@@ -15,11 +15,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/worker"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -188,21 +188,6 @@ func (f *fake) ramdisk(cmd kinds.Command) (kinds.Result, error) {
 	return kinds.Result{CommandID: cmd.ID, Kind: cmd.Kind, OK: true, Payload: b}, nil
 }
 
-// registerWorkflows registers every verb's workflow under its name, as
-// package worker does.
-func registerWorkflows(r interface {
-	RegisterWorkflowWithOptions(any, workflow.RegisterOptions)
-}) {
-	for name, fn := range map[string]any{
-		wf.Enroll: wf.EnrollWorkflow, wf.Manage: wf.ManageWorkflow, wf.Inspect: wf.InspectWorkflow,
-		wf.Provide: wf.ProvideWorkflow, wf.Deploy: wf.DeployWorkflow, wf.Undeploy: wf.UndeployWorkflow,
-		wf.Rescue: wf.RescueWorkflow, wf.Unrescue: wf.UnrescueWorkflow, wf.Recover: wf.RecoverWorkflow,
-		wf.Retire: wf.RetireWorkflow, wf.Power: wf.PowerWorkflow,
-	} {
-		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: name})
-	}
-}
-
 // run runs verb's workflow on f's node and returns its result and error.
 func run(t *testing.T, f *fake, verb string, in wf.Input, setup ...func(*testsuite.TestWorkflowEnvironment)) (wf.Result, error) {
 	t.Helper()
@@ -210,7 +195,7 @@ func run(t *testing.T, f *fake, verb string, in wf.Input, setup ...func(*testsui
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestWorkflowEnvironment()
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: wf.WorkflowID(f.node.NodeID)})
-	registerWorkflows(env)
+	worker.RegisterWorkflows(env) // as the control plane's worker does
 	f.register(env)
 	for _, fn := range setup {
 		fn(env)
