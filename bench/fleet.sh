@@ -28,18 +28,22 @@ awk '
 	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
 }
 END {
-	printf "%5s | %10s %10s | %9s %9s | %9s %8s | %10s %10s %10s | %9s\n", "N", "loops/s", "bare", "acts/s", "bare",
-		"acts/loop", "local", "RSS MiB", "pg MiB", "bare MiB", "ours/bare"
+	printf "%4s | %8s %8s %9s | %7s %7s | %5s %5s | %7s %7s %7s | %6s %6s %6s\n", "N", "loops/s", "bare", "ours/bare",
+		"acts/s", "bare", "acts", "local", "wall s", "in-acts", "bare", "RSS", "pg", "bare"
 	for (i = 1; i <= count; i++) {
 		n = order[i]
-		printf "%5s | %10.3f %10.3f | %9.1f %9.1f | %9d %8d | %10.0f %10.0f %10.0f | %9.2f\n", n,
-			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["ours", n, "acts/s"], v["bare", n, "acts/s"],
-			v["ours", n, "acts/loop"], v["ours", n, "local/loop"], v["ours", n, "MiB-peak-RSS"],
-			v["ours", n, "MiB-pg-peak-RSS"], v["bare", n, "MiB-peak-RSS"], v["bare", n, "ours/bare"]
+		printf "%4s | %8.3f %8.3f %9.2f | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f | %6.0f %6.0f %6.0f\n", n,
+			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["bare", n, "ours/bare"],
+			v["ours", n, "acts/s"], v["bare", n, "acts/s"], v["ours", n, "acts/loop"], v["ours", n, "local/loop"],
+			v["ours", n, "s-wall/loop"], v["ours", n, "s-in-acts/loop"], v["bare", n, "s-wall/loop"],
+			v["ours", n, "MiB-peak-RSS"], v["ours", n, "MiB-pg-peak-RSS"], v["bare", n, "MiB-peak-RSS"]
 	}
-	print "loop = deploy + undeploy (wipe quick) of every machine at once, after a one-time enroll and one warm-up loop"
-	print "bare = one no-op workflow per workflow of our loop, same sequence of local, control-plane-queue and site-queue activities"
-	print "RSS = peak of the test process (control plane, embedded Temporal, agent, rack); pg = Postgres tree, sampled"
-	print "ours/bare = our time per loop over bare Temporal'\''s: 1.00 is no overhead"
+	print ""
+	print "loop     deploy + undeploy (wipe quick) of every machine at once, after a one-time enroll and one warm-up loop"
+	print "bare     one no-op workflow per workflow of our loop, the same sequence of local, control-plane-queue and site-queue activities"
+	print "acts     activities per loop (local + regular), read from our history; local: of which local activities"
+	print "wall s   one machine loop, its workflows from start to close; in-acts: of it, inside our regular activities"
+	print "RSS      peak MiB of the test process (control plane, embedded Temporal, agent, rack); pg: Postgres tree, sampled"
+	print "ours/bare  our time per loop over bare Temporal'"'"'s at the same N: 1.00 is no overhead"
 }' "$out"
 grep -q '^ok' "$out"

@@ -47,11 +47,14 @@ var fleetFlag = flag.String("fleet", "1,5,20", "BenchmarkFleet: the fleet sizes 
 //	                activity is a no-op.
 //
 // Metrics: loops/s (machine loops per second), acts/s (activities, local
-// and regular, per second), acts/loop and local/loop, MiB-peak-RSS (VmHWM
-// of this test process, reset before each sub-benchmark: everything but
-// Postgres), MiB-pg-peak-RSS (Postgres's tree, sampled every 100ms, shared
-// pages counted once), and on bare, ours/bare (time per loop, ours over
-// bare). bench/fleet.sh prints them as a table.
+// and regular, per second), acts/loop and local/loop, s-wall/loop (a
+// machine's loop from its workflows' start to close, from history) and
+// s-in-acts/loop (how much of that its regular activities ran: the site,
+// ramdisk and control-plane work; the rest is Temporal's dispatch and
+// workflow tasks), MiB-peak-RSS (VmHWM of this test process, reset before
+// each sub-benchmark: everything but Postgres), MiB-pg-peak-RSS (Postgres's
+// tree, sampled every 100ms, shared pages counted once), and on bare,
+// ours/bare (time per loop, ours over bare). bench/fleet.sh prints a table.
 func BenchmarkFleet(b *testing.B) {
 	// The emulated ramdisk logs each wipe and image write through the
 	// default logger; the benchmark lines must stay whole.
@@ -113,28 +116,25 @@ func benchOurs(b *testing.B, n int) fleetResult {
 	nodes := enrollFleet(ctx, b, d)
 	loopFleet(ctx, b, d, nodes) // warm-up: the first deploy fills the site's image cache
 	var runs []runRef
-	iters := 0
 	for b.Loop() {
 		runs = append(runs, loopFleet(ctx, b, d, nodes)...)
-		iters++
 	}
-	elapsed := b.Elapsed().Seconds()
+	elapsed := b.Elapsed()
 	pgPeak, pgErr := sampler.Stop()
 	peak, err := procmem.PeakRSS()
 	if err != nil || pgErr != nil {
 		b.Fatalf("peak RSS: %v; Postgres's: %v", err, pgErr)
 	}
-	total, plans := countPlans(b, d.CP.Client(), runs)
-	res := fleetResult{loopsPerSec: float64(iters*n) / elapsed, plans: plans}
-	reportFleet(b, res, total, elapsed, peak)
+	st := readRuns(b, d.CP.Client(), runs, wf.ControlPlaneQueue, nil)
+	res := reportFleet(b, st, elapsed, peak)
 	b.ReportMetric(float64(pgPeak)/(1<<20), "MiB-pg-peak-RSS")
 	return res
 }
 
 // runRef names one workflow run of a loop.
 type runRef struct {
-	node, workflowID, runID string
-	loop                    int // which workflow of the loop: 0 deploy, 1 undeploy
+	workflowID, runID string
+	loop              int // which workflow of the loop: 0 deploy, 1 undeploy
 }
 
 // enrollFleet enrolls every machine at once and waits for all to be ready.
@@ -204,24 +204,40 @@ func deployAndUndeploy(ctx context.Context, d *demo.Demo, node string) ([]runRef
 		if string(res.State) != v.want {
 			return runs, fmt.Errorf("workflow %s ended with the node %s, want %s", r.Msg.RunId, res.State, v.want)
 		}
-		runs = append(runs, runRef{node: node, workflowID: r.Msg.WorkflowId, runID: r.Msg.RunId, loop: i})
+		runs = append(runs, runRef{workflowID: r.Msg.WorkflowId, runID: r.Msg.RunId, loop: i})
 	}
 	return runs, nil
 }
 
-// countPlans reads every run's history: the activities run in all, and
-// one loop's plans, which must be the same for every loop of every node.
-func countPlans(b *testing.B, c client.Client, runs []runRef) (total int, plans []bare.Plan) {
+// runStats is what the histories of a sub-benchmark's runs show.
+type runStats struct {
+	loops, activities int
+	plans             []bare.Plan   // one loop's workflows
+	wall, inActs      time.Duration // summed over the runs: see bare.Times
+}
+
+// readRuns reads every run's history. The plan of a loop must be the same
+// for every loop of every machine, and the same as want when given.
+func readRuns(b *testing.B, c client.Client, runs []runRef, homeQueue string, want []bare.Plan) runStats {
+	var st runStats
 	for _, r := range runs {
-		p := bare.PlanOf(historyOf(b, c, r.workflowID, r.runID), wf.ControlPlaneQueue)
-		total += len(p)
-		if r.loop == len(plans) {
-			plans = append(plans, p)
-		} else if fmt.Sprint(p) != fmt.Sprint(plans[r.loop]) {
-			b.Fatalf("run %s of %s ran %v, another ran %v: the plan of a loop should not vary", r.runID, r.node, p, plans[r.loop])
+		h := historyOf(b, c, r.workflowID, r.runID)
+		p := bare.PlanOf(h, homeQueue)
+		wall, in := bare.Times(h)
+		st.activities, st.wall, st.inActs = st.activities+len(p), st.wall+wall, st.inActs+in
+		if r.loop == 0 {
+			st.loops++
+		}
+		if r.loop == len(st.plans) {
+			st.plans = append(st.plans, p)
+		} else if fmt.Sprint(p) != fmt.Sprint(st.plans[r.loop]) {
+			b.Fatalf("run %s of %s ran %v, another ran %v: the plan of a loop should not vary", r.runID, r.workflowID, p, st.plans[r.loop])
 		}
 	}
-	return total, plans
+	if want != nil && fmt.Sprint(want) != fmt.Sprint(st.plans) {
+		b.Fatalf("readRuns: the loops ran %v, want %v", st.plans, want)
+	}
+	return st
 }
 
 func historyOf(b *testing.B, c client.Client, id, runID string) []*historypb.HistoryEvent {
@@ -251,48 +267,53 @@ func benchBare(b *testing.B, n int, ours fleetResult) {
 	}
 	defer bl.Stop()
 	loopBare(ctx, b, bl, n, ours.plans) // warm-up, as ours
-	iters := 0
+	var runs []runRef
 	for b.Loop() {
-		loopBare(ctx, b, bl, n, ours.plans)
-		iters++
+		runs = append(runs, loopBare(ctx, b, bl, n, ours.plans)...)
 	}
-	elapsed := b.Elapsed().Seconds()
+	elapsed := b.Elapsed()
 	peak, err := procmem.PeakRSS()
 	if err != nil {
 		b.Fatal(err)
 	}
-	perLoop := 0
-	for _, p := range ours.plans {
-		perLoop += len(p)
-	}
-	res := fleetResult{loopsPerSec: float64(iters*n) / elapsed, plans: ours.plans}
-	reportFleet(b, res, iters*n*perLoop, elapsed, peak)
+	res := reportFleet(b, readRuns(b, bl.Client(), runs, bare.HomeQueue, ours.plans), elapsed, peak)
 	b.ReportMetric(res.loopsPerSec/ours.loopsPerSec, "ours/bare")
 }
 
-func loopBare(ctx context.Context, b *testing.B, bl *bare.Baseline, n int, plans []bare.Plan) {
+func loopBare(ctx context.Context, b *testing.B, bl *bare.Baseline, n int, plans []bare.Plan) []runRef {
+	runs := make([][]string, n)
 	fails := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { _, fails[i] = bl.Run(ctx, fmt.Sprintf("m%02d", i), plans) })
+		wg.Go(func() { runs[i], fails[i] = bl.Run(ctx, fmt.Sprintf("m%02d", i), plans) })
 	}
 	wg.Wait()
-	for _, err := range fails {
-		if err != nil {
-			b.Fatalf("bare loop: %v", err)
+	var all []runRef
+	for i := range n {
+		if fails[i] != nil {
+			b.Fatalf("bare loop: %v", fails[i])
+		}
+		for j, id := range runs[i] {
+			all = append(all, runRef{workflowID: fmt.Sprintf("bare/m%02d", i), runID: id, loop: j})
 		}
 	}
+	return all
 }
 
-func reportFleet(b *testing.B, r fleetResult, activities int, elapsed float64, peak int64) {
+// reportFleet reports the metrics common to ours and bare.
+func reportFleet(b *testing.B, st runStats, elapsed time.Duration, peak int64) fleetResult {
 	local, perLoop := 0, 0
-	for _, p := range r.plans {
+	for _, p := range st.plans {
 		l, reg := p.Counts()
 		local, perLoop = local+l, perLoop+l+reg
 	}
-	b.ReportMetric(r.loopsPerSec, "loops/s")
-	b.ReportMetric(float64(activities)/elapsed, "acts/s")
+	res := fleetResult{loopsPerSec: float64(st.loops) / elapsed.Seconds(), plans: st.plans}
+	b.ReportMetric(res.loopsPerSec, "loops/s")
+	b.ReportMetric(float64(st.activities)/elapsed.Seconds(), "acts/s")
 	b.ReportMetric(float64(perLoop), "acts/loop")
 	b.ReportMetric(float64(local), "local/loop")
+	b.ReportMetric(st.wall.Seconds()/float64(st.loops), "s-wall/loop")
+	b.ReportMetric(st.inActs.Seconds()/float64(st.loops), "s-in-acts/loop")
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
+	return res
 }

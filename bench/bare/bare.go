@@ -77,6 +77,34 @@ func PlanOf(history []*historypb.HistoryEvent, homeQueue string) Plan {
 	return p
 }
 
+// Times reads from a workflow's history how long it ran, from started to
+// closed, and how much of that its regular activities spent running (from
+// started to completed, failed or timed out; of a retried activity, the last
+// attempt). The rest is dispatch, workflow tasks and local activities.
+func Times(history []*historypb.HistoryEvent) (wall, inActivities time.Duration) {
+	if len(history) == 0 {
+		return 0, 0
+	}
+	at := map[int64]time.Time{}
+	for _, ev := range history {
+		at[ev.GetEventId()] = ev.GetEventTime().AsTime()
+		var started int64
+		switch {
+		case ev.GetActivityTaskCompletedEventAttributes() != nil:
+			started = ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId()
+		case ev.GetActivityTaskFailedEventAttributes() != nil:
+			started = ev.GetActivityTaskFailedEventAttributes().GetStartedEventId()
+		case ev.GetActivityTaskTimedOutEventAttributes() != nil:
+			started = ev.GetActivityTaskTimedOutEventAttributes().GetStartedEventId()
+		}
+		if t, ok := at[started]; ok && started != 0 {
+			inActivities += ev.GetEventTime().AsTime().Sub(t)
+		}
+	}
+	wall = history[len(history)-1].GetEventTime().AsTime().Sub(history[0].GetEventTime().AsTime())
+	return wall, inActivities
+}
+
 // Task queues of the baseline's two workers.
 const (
 	HomeQueue = "bare-home"
