@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -128,8 +129,12 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 		return nil, errs.New(errs.Unavailable, "this process is not connected to Temporal")
 	}
 	if v != nodestate.Enroll {
-		if busy := s.running(ctx, n.ID); busy != nil && !s.finishing(ctx, n) {
-			return nil, busy
+		n, busy, err := s.settled(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if busy != nil {
+			return nil, busyError(n.ID, busy)
 		}
 		if err := nodestate.CheckVerb(v, n.State); err != nil {
 			return nil, err
@@ -158,8 +163,8 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 	run, err := s.temporal.ExecuteWorkflow(ctx, opts, spec.Workflow, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		if busy := s.running(ctx, n.ID); busy != nil {
-			return nil, busy
+		if info := s.runningWorkflow(ctx, n.ID); info != nil {
+			return nil, busyError(n.ID, info)
 		}
 	}
 	if err != nil {
@@ -168,32 +173,41 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 	return connect.NewResponse(&v1.VerbResponse{Node: nodeOut(n), WorkflowId: run.GetID(), RunId: run.GetRunID()}), nil
 }
 
-// running returns INVALID_STATE naming the node's running workflow, if any.
-func (s metal) running(ctx context.Context, nodeID string) error {
+// runningWorkflow returns the node's running workflow, or nil.
+func (s metal) runningWorkflow(ctx context.Context, nodeID string) *workflowpb.WorkflowExecutionInfo {
 	d, err := s.temporal.DescribeWorkflowExecution(ctx, wf.WorkflowID(nodeID), "")
 	if err != nil || d.WorkflowExecutionInfo.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return nil
 	}
-	info := d.WorkflowExecutionInfo
+	return d.WorkflowExecutionInfo
+}
+
+// busyError is INVALID_STATE naming the node's running workflow.
+func busyError(nodeID string, info *workflowpb.WorkflowExecutionInfo) error {
 	return errs.New(errs.InvalidState, "node %s is busy: %s (workflow %s, run %s) is running; wait for it or abort it with `better-compute metal abort %s --reason …`",
 		nodeID, info.GetType().GetName(), info.GetExecution().GetWorkflowId(), info.GetExecution().GetRunId(), nodeID)
 }
 
-// finishing waits a little for a workflow that already moved the node to
-// a resting state (ready, deployed…) and is only completing, and reports
-// whether it closed; the node is re-read, since its state may have moved.
-func (s metal) finishing(ctx context.Context, n store.Node) bool {
-	if n.State.Active() {
-		return false
+// settled returns the node as it is once no workflow works on it, and the
+// running workflow if one still does. A workflow that has already moved the
+// node to a resting state (ready, deployed…) after it started is only
+// completing: it is given a few seconds to close, and the node is read again.
+func (s metal) settled(ctx context.Context, n store.Node) (store.Node, *workflowpb.WorkflowExecutionInfo, error) {
+	info := s.runningWorkflow(ctx, n.ID)
+	if info == nil {
+		return n, nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if n.State.Active() || !n.UpdatedAt.After(info.GetStartTime().AsTime()) {
+		return n, info, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := s.temporal.GetWorkflow(ctx, wf.WorkflowID(n.ID), "").Get(ctx, nil)
-	if ctx.Err() != nil {
-		return false
+	_ = s.temporal.GetWorkflow(wctx, wf.WorkflowID(n.ID), info.GetExecution().GetRunId()).Get(wctx, nil)
+	if info := s.runningWorkflow(ctx, n.ID); info != nil {
+		return n, info, nil
 	}
-	_ = err // the previous verb's outcome is the node's state, read again by the caller's check
-	return s.running(ctx, n.ID) == nil
+	n, err := s.store.GetNode(ctx, n.TenantID, n.ID)
+	return n, nil, err
 }
 
 // node loads the tenant's node named by a verb's request.

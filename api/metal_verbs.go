@@ -94,7 +94,11 @@ func (s metal) Abort(ctx context.Context, r *connect.Request[v1.AbortRequest]) (
 	if s.temporal == nil {
 		return nil, errs.New(errs.Unavailable, "this process is not connected to Temporal")
 	}
-	if s.running(ctx, n.ID) == nil {
+	n, busy, err := s.settled(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	if busy == nil {
 		return nil, errs.New(errs.InvalidState, "node %s (%s) runs no workflow: nothing to abort", n.ID, n.State)
 	}
 	id := wf.WorkflowID(n.ID)

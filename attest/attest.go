@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -152,10 +153,10 @@ func CheckCoverage(inventory []string, atts []WipeAttestation, nodeID, workflowI
 }
 
 // CheckMode checks that every attestation is for the wipe mode the release asked for.
-func CheckMode(atts []WipeAttestation, mode string) error {
+func CheckMode(atts []WipeAttestation, modes ...string) error {
 	for _, a := range atts {
-		if a.Mode != mode {
-			return errs.New(errs.UnverifiedWipe, "disk %s was wiped %s, the release asked for %s", a.Disk, a.Mode, mode)
+		if !slices.Contains(modes, a.Mode) {
+			return errs.New(errs.UnverifiedWipe, "disk %s was wiped %s, the workflow asked for %s", a.Disk, a.Mode, strings.Join(modes, " or "))
 		}
 	}
 	return nil

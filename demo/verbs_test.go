@@ -365,12 +365,6 @@ func testRetire(t *testing.T, d *demo.Demo, name, id string) {
 		t.Fatalf("metal.retire = %v", err)
 	}
 	werr := workflowDone(t, d, r)
-	if n := node(t, d, id); n.State == "failed" && n.FailedFrom == "retiring" && strings.Contains(n.LastError, "does not support crypto-erase") {
-		// Known: RetireWorkflow crypto-erases every disk and the emulated
-		// machines' first disk has no crypto-erase, so no emulated machine
-		// can be retired. Reported; the checks below run once that is fixed.
-		t.Skipf("KNOWN BUG: retire on the emulated rack fails: %s", n.LastError)
-	}
 	if err := d.Wait(ctx, name, id, "retired", time.Minute); err != nil || werr != nil {
 		t.Fatalf("metal.retire = workflow %v, node %v", werr, err)
 	}
@@ -389,6 +383,11 @@ func testRetire(t *testing.T, d *demo.Demo, name, id string) {
 			t.Fatal(err)
 		}
 		serials = append(serials, s)
+	}
+	// The emulated machines' first disk has no cryptographic erase: retire
+	// secure-erased it and crypto-erased the other, and says so.
+	if got := retireModes(t, d, id); got != "crypto-erase+secure-erase" {
+		t.Errorf("retire wipe modes = %q, want crypto-erase+secure-erase", got)
 	}
 	if len(serials) != st.RamdiskBoots {
 		t.Errorf("certificates of %s = %d, want one per ramdisk boot (%d)", id, len(serials), st.RamdiskBoots)
@@ -432,4 +431,17 @@ func testAbort(t *testing.T, d *demo.Demo, name, id string) {
 	if err := doVerb(t, d, name, id, "recover", "ready"); err != nil {
 		t.Errorf("metal.recover workflow = %v", err)
 	}
+}
+
+// retireModes returns the wipe modes the node's retire workflow attested.
+func retireModes(t *testing.T, d *demo.Demo, id string) string {
+	t.Helper()
+	var res wf.Result
+	if err := d.CP.Client().GetWorkflow(context.Background(), wf.WorkflowID(id), "").Get(context.Background(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Attestation == nil {
+		t.Fatalf("retire's result has no attestation")
+	}
+	return res.Attestation.Mode
 }

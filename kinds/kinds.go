@@ -117,6 +117,9 @@ type EnsureImageOutput struct {
 // WipeInput is disk.wipe's input.
 type WipeInput struct {
 	Mode string `json:"mode"` // quick, secure-erase, crypto-erase
+	// Fallback is the mode for a disk that cannot do Mode ("" for none: such
+	// a disk fails the command). Each attestation names the mode it got.
+	Fallback string `json:"fallback,omitempty"`
 	// WorkflowID and Nonce bind the signed results to this release: the
 	// ramdisk copies both into every attestation.
 	WorkflowID string `json:"workflowId"`

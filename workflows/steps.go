@@ -131,18 +131,23 @@ func (r *run) refreshInventory() error {
 	return nil
 }
 
-// wipe wipes every disk and has the control plane verify the machine's
-// signed attestation against the inventory. The attestation stays in history.
-func (r *run) wipe(mode string) (*WipeAttestation, error) {
+// wipe wipes every disk in mode (a disk that cannot do mode gets fallback,
+// if given) and has the control plane verify the machine's signed
+// attestation against the inventory. The attestation stays in history.
+func (r *run) wipe(mode, fallback string) (*WipeAttestation, error) {
 	nonce := r.info.WorkflowExecution.ID + "/" + r.info.WorkflowExecution.RunID
-	res, err := r.ramdisk(kinds.DiskWipe, wipeTimeout, kinds.WipeInput{Mode: mode, WorkflowID: r.info.WorkflowExecution.ID, Nonce: nonce}, nil)
+	in := kinds.WipeInput{Mode: mode, Fallback: fallback, WorkflowID: r.info.WorkflowExecution.ID, Nonce: nonce}
+	res, err := r.ramdisk(kinds.DiskWipe, wipeTimeout, in, nil)
 	if err != nil {
 		return nil, err
 	}
 	var att WipeAttestation
-	in := VerifyWipeInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, WorkflowID: r.info.WorkflowExecution.ID,
-		Nonce: nonce, Result: res}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActVerifyWipe, in).Get(r.ctx, &att); err != nil {
+	v := VerifyWipeInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, WorkflowID: r.info.WorkflowExecution.ID,
+		Nonce: nonce, Modes: []string{mode}, Result: res}
+	if fallback != "" {
+		v.Modes = append(v.Modes, fallback)
+	}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActVerifyWipe, v).Get(r.ctx, &att); err != nil {
 		return nil, err
 	}
 	return &att, nil

@@ -80,7 +80,7 @@ func EnrollWorkflow(ctx workflow.Context, in Input) (Result, error) {
 // the disks; every disk is wiped with quick and the wipe proven, then the
 // machine powers off.
 func (r *run) commission() (*WipeAttestation, error) {
-	att, err := r.wipe("quick")
+	att, err := r.wipe("quick", "")
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +163,7 @@ func UndeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := r.startRamdisk(); err != nil {
 			return nil, err
 		}
-		att, err := r.wipe(in.Wipe)
+		att, err := r.wipe(in.Wipe, "")
 		if err != nil {
 			return nil, err
 		}
@@ -199,8 +199,9 @@ func (r *run) clearDeployment() error {
 	return workflow.ExecuteActivity(r.cp(time.Minute), ActRecordDeployment, in).Get(r.ctx, nil)
 }
 
-// RetireWorkflow crypto-erases, powers off and revokes the machine's
-// identity; retired is final.
+// RetireWorkflow crypto-erases (secure-erases a disk that has no
+// cryptographic erase), powers off and revokes the machine's identity;
+// retired is final.
 func RetireWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	return verb(ctx, in, nodestate.Retire, func(r *run) (*WipeAttestation, error) {
 		if err := r.move(nodestate.Retiring); err != nil {
@@ -212,7 +213,7 @@ func RetireWorkflow(ctx workflow.Context, in Input) (Result, error) {
 				return nil, err
 			}
 			var err error
-			if att, err = r.wipe("crypto-erase"); err != nil {
+			if att, err = r.wipe("crypto-erase", "secure-erase"); err != nil {
 				return nil, err
 			}
 		}

@@ -139,7 +139,9 @@ type DiscoveryInput struct {
 // node's inventory.
 type VerifyWipeInput struct {
 	TenantID, NodeID, WorkflowID, Nonce string
-	Result                              kinds.Result
+	// Modes the disks may have been wiped in (none given: any).
+	Modes  []string
+	Result kinds.Result
 }
 
 // WipeAttestation is what wipe.verify proved.

@@ -5,7 +5,9 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/better-compute/better-compute/attest"
 	"github.com/better-compute/better-compute/errs"
@@ -75,11 +77,27 @@ func (a *Activities) verifyWipe(ctx context.Context, in wf.VerifyWipeInput) (wf.
 	if err := attest.CheckCoverage(n.Disks, atts, in.NodeID, in.WorkflowID, in.Nonce); err != nil {
 		return wf.WipeAttestation{}, err
 	}
+	if len(in.Modes) > 0 {
+		if err := attest.CheckMode(atts, in.Modes...); err != nil {
+			return wf.WipeAttestation{}, err
+		}
+	}
 	out := wf.WipeAttestation{Disks: append([]string(nil), n.Disks...), Bytes: total,
 		Signer: fmt.Sprintf("%s/%s serial %s", role, identity, serial), Verified: a.now().UTC()}
-	if len(atts) > 0 {
-		out.Mode = atts[0].Mode
-	}
+	out.Mode = modesOf(atts)
 	sort.Strings(out.Disks)
 	return out, nil
+}
+
+// modesOf names the modes the disks were wiped in, e.g. "crypto-erase" or
+// "crypto-erase+secure-erase".
+func modesOf(atts []attest.WipeAttestation) string {
+	var modes []string
+	for _, a := range atts {
+		if !slices.Contains(modes, a.Mode) {
+			modes = append(modes, a.Mode)
+		}
+	}
+	sort.Strings(modes)
+	return strings.Join(modes, "+")
 }

@@ -267,6 +267,11 @@ func TestVerifyWipeRefuses(t *testing.T) {
 			atts[0].NodeID = "node_other"
 			return atts
 		})},
+		{name: "weaker mode than asked", want: "the workflow asked for secure-erase or crypto-erase", build: func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities) {
+			in, act := good(nil)(t, f, node)
+			in.Modes = []string{"secure-erase", "crypto-erase"}
+			return in, act
+		}},
 		{name: "no certificate", want: "no valid certificate", build: func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities) {
 			in, act := good(nil)(t, f, node)
 			in.Result.CertPEM = nil

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -138,7 +139,7 @@ func TestWipeAttestsEveryDisk(t *testing.T) {
 	}
 	relay := agenttest.NewRelay(t)
 	a := startAgent(t, relay, Config{Disks: disk.Host{Dir: dir}}, "")
-	in := wipeInput{WipeInput: kinds.WipeInput{Mode: "quick", Nonce: "nonce-1"}, WorkflowID: "wf-1"}
+	in := kinds.WipeInput{Mode: "quick", Nonce: "nonce-1", WorkflowID: "wf-1"}
 	res := send(t, relay, a.node, kinds.DiskWipe, in)
 	if !res.OK {
 		t.Fatalf("disk.wipe = %s %s", res.ErrorKind, res.Error)
@@ -172,6 +173,41 @@ func TestWipeAttestsEveryDisk(t *testing.T) {
 	}
 	if bad := send(t, relay, a.node, kinds.DiskWipe, kinds.WipeInput{Mode: "shred", Nonce: "n"}); bad.OK || bad.ErrorKind != "INVALID_INPUT" {
 		t.Errorf("disk.wipe(shred) = ok %v %s, want INVALID_INPUT", bad.OK, bad.ErrorKind)
+	}
+}
+
+// TestWipeFallback: a disk that cannot do the mode asked is wiped in the
+// fallback mode and its attestation says so; without a fallback the command
+// fails, naming the disk.
+func TestWipeFallback(t *testing.T) {
+	const size = 1 << 30
+	dir := fakeDisks(t, disk.Disk{Serial: "NVME-1", SizeBytes: size, SupportsSecureErase: true, SupportsCryptoErase: true},
+		disk.Disk{Serial: "SATA-1", SizeBytes: size, SupportsSecureErase: true})
+	relay := agenttest.NewRelay(t)
+	a := startAgent(t, relay, Config{Disks: disk.Host{Dir: dir}}, "")
+	res := send(t, relay, a.node, kinds.DiskWipe, kinds.WipeInput{Mode: "crypto-erase", Fallback: "secure-erase", Nonce: "n", WorkflowID: "wf"})
+	if !res.OK {
+		t.Fatalf("disk.wipe(crypto-erase, fallback secure-erase) = %s %s", res.ErrorKind, res.Error)
+	}
+	pub := certKey(t, relay, res, a.node)
+	var signed []attest.Signed
+	if err := json.Unmarshal(res.Payload, &signed); err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]string{}
+	for _, s := range signed {
+		att, err := attest.Verify(pub, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes[att.Disk] = att.Mode
+	}
+	if want := map[string]string{"serial-NVME-1": "crypto-erase", "serial-SATA-1": "secure-erase"}; !reflect.DeepEqual(modes, want) {
+		t.Errorf("wipe modes = %v, want %v", modes, want)
+	}
+	res = send(t, relay, a.node, kinds.DiskWipe, kinds.WipeInput{Mode: "crypto-erase", Nonce: "n2", WorkflowID: "wf"})
+	if res.OK || res.ErrorKind != "UNSUPPORTED" || !strings.Contains(res.Error, "serial-SATA-1") {
+		t.Errorf("disk.wipe(crypto-erase) without fallback = ok %v %s %q, want UNSUPPORTED naming serial-SATA-1", res.OK, res.ErrorKind, res.Error)
 	}
 }
 

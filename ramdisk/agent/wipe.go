@@ -12,23 +12,24 @@ import (
 
 // wipeInput is kinds.WipeInput plus the workflow id the attestations are
 // bound to, when the sender includes it.
-type wipeInput struct {
-	kinds.WipeInput
-	WorkflowID string `json:"workflowId,omitempty"`
-}
-
 // wipe is disk.wipe: every disk of the machine in the given mode, each
 // disk's read-back signed as an attestation. A disk whose read-back failed
 // is attested Verified=false, never left out; a disk whose wipe could not run
 // at all fails the command after the other disks were wiped.
 func (a *agent) wipe(ctx context.Context, cmd kinds.Command, p *tracker) (any, error) {
-	var in wipeInput
+	var in kinds.WipeInput
 	if err := decode(cmd, &in); err != nil {
 		return nil, err
 	}
-	mode, err := disk.ParseMode(in.Mode)
+	primary, err := disk.ParseMode(in.Mode)
 	if err != nil {
 		return nil, err
+	}
+	var fallback disk.Mode
+	if in.Fallback != "" {
+		if fallback, err = disk.ParseMode(in.Fallback); err != nil {
+			return nil, err
+		}
 	}
 	if in.Nonce == "" {
 		return nil, errs.Invalid("nonce", "disk.wipe needs the release's nonce to bind its attestations")
@@ -44,6 +45,10 @@ func (a *agent) wipe(ctx context.Context, cmd kinds.Command, p *tracker) (any, e
 	var failed []string
 	var first error
 	for _, d := range disks {
+		mode := primary
+		if !d.Supports(mode) && fallback != "" && d.Supports(fallback) {
+			mode = fallback
+		}
 		res, err := disk.Wipe(ctx, d, mode, func(pr disk.Progress) { p.set(pr.Disk, pr.Done, pr.Total) })
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -184,6 +184,11 @@ func writeZeros(t *target, off, n int64) error {
 
 // supports fails with UNSUPPORTED, naming the disk and the mode, when the disk
 // does not report the erase the mode needs.
+// Supports reports whether the disk can be wiped in mode.
+func (d Disk) Supports(mode Mode) bool {
+	return supports(d.Name, mode, d.SupportsSecureErase, d.SupportsCryptoErase) == nil
+}
+
 func supports(name string, mode Mode, secure, crypto bool) error {
 	switch {
 	case mode == SecureErase && !secure:
