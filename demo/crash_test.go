@@ -32,12 +32,15 @@ const crashImageSize = 1 << 30
 // the site agent is killed.
 const killAfterWritten = 320 << 20
 
-// Lines of the ramdisk's log (the rack's log file) the tests read.
+// Log lines the tests read: the ramdisk's (in the rack's log file), then
+// bcd site's.
 const (
-	logRunning     = `msg="ramdisk: running command"`
-	logStreamBroke = `msg="ramdisk: image stream broke; resuming"`
-	logKindDeploy  = "kind=deploy.image"
-	logJoined      = `msg="ramdisk joined"` // bcd site's log
+	logRunning      = `msg="ramdisk: running command"`
+	logStreamBroke  = `msg="ramdisk: image stream broke; resuming"`
+	logImageDone    = `msg="ramdisk: image written and verified"`
+	logKindDeploy   = "kind=deploy.image"
+	logJoined       = `msg="ramdisk joined"`
+	logKeptReturned = `msg="returning a result that arrived before its activity"`
 )
 
 // TestSiteAgentKilledDuringDeploy kills -9 `bcd site` (a real process)
@@ -104,12 +107,12 @@ func TestSiteAgentKilledDuringDeploy(t *testing.T) {
 		t.Errorf("disks holding the image byte for byte = %v, want exactly one", got)
 	}
 	checkDeployImageOnce(t, api, id, rackLog)
-	// The kill broke the ramdisk's stream; it resumed within the same run.
-	broke := grepLines(t, rackLog, logStreamBroke)
-	if len(broke) == 0 {
-		t.Errorf("the ramdisk never logged %q: the kill did not land while the image streamed", logStreamBroke)
+	checkResumed(t, rackLog)
+	// The retried activity got the result of the ramdisk's one run, kept by
+	// the restarted agent's relay, instead of sending the command again.
+	if n := countLines(t, agent.log, logKeptReturned); n != 1 {
+		t.Errorf("bcd site returned a kept result %d times, want once (the retried deploy.image):\n%s", n, tail(agent.log, 20))
 	}
-	t.Logf("ramdisk resumed from %v (bytes durable at the kill)", resumeOffsets(broke))
 	if n := countLines(t, agent.log, logJoined) - joins; n != 1 {
 		t.Errorf("ramdisk joins through the relay during the deploy = %d over both runs of bcd site, want 1", n)
 	}
@@ -151,8 +154,8 @@ func checkDeployImageOnce(t *testing.T, api *demo.Client, id, rackLog string) {
 		if c.Status != "succeeded" {
 			t.Errorf("command %s %s = %s (attempt %d, %s), want succeeded", c.Step, c.Kind, c.Status, c.Attempt, c.Error)
 		}
-		if c.Kind == "deploy.image" {
-			t.Logf("deploy.image: step %s, attempt %d, %d ms", c.Step, c.Attempt, c.DurationMs)
+		if c.Kind == "deploy.image" && c.Attempt < 2 {
+			t.Errorf("deploy.image attempt = %d, want at least 2 (its activity was retried after the kill)", c.Attempt)
 		}
 	}
 	if diff := cmp.Diff(deployKinds, kinds); diff != "" {
@@ -163,17 +166,40 @@ func checkDeployImageOnce(t *testing.T, api *demo.Client, id, rackLog string) {
 	}
 }
 
-var fromRE = regexp.MustCompile(`\bfrom=(\d+)`)
-
-func resumeOffsets(lines []string) []int64 {
-	var out []int64
-	for _, l := range lines {
-		if m := fromRE.FindStringSubmatch(l); m != nil {
-			n, _ := strconv.ParseInt(m[1], 10, 64)
-			out = append(out, n)
-		}
+// checkResumed: the kill broke the ramdisk's image stream, and the one
+// stream that finished resumed at the last durable offset the ramdisk had:
+// every byte below it compared equal and was skipped, every byte above it
+// written once.
+func checkResumed(t *testing.T, rackLog string) {
+	t.Helper()
+	broke := grepLines(t, rackLog, logStreamBroke)
+	if len(broke) == 0 {
+		t.Errorf("the ramdisk never logged %q: the kill did not land while the image streamed", logStreamBroke)
+		return
 	}
-	return out
+	done := grepLines(t, rackLog, logImageDone)
+	if len(done) != 1 {
+		t.Errorf("the ramdisk logged %q %d times, want once", logImageDone, len(done))
+		return
+	}
+	from := intField(t, broke[len(broke)-1], "from")
+	image, written, skipped := intField(t, done[0], "imageBytes"), intField(t, done[0], "written"), intField(t, done[0], "skipped")
+	t.Logf("the stream broke %d times; it resumed from %d MiB: %d MiB skipped, %d MiB written", len(broke), from>>20, skipped>>20, written>>20)
+	if skipped != from || written+skipped != image {
+		t.Errorf("resumed image write = %d skipped + %d written of %d, want %d skipped (the durable offset) and the rest written once",
+			skipped, written, image, from)
+	}
+}
+
+// intField reads key=<integer> from a text log line.
+func intField(t *testing.T, line, key string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`\b` + key + `=(\d+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no %s= in log line %q", key, line)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
 }
 
 // startControlPlane starts a control plane in this process on loopback
