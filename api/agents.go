@@ -32,6 +32,10 @@ type Agents struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	CodecKey          []byte
+	// TemporalTLS says that the frontend speaks mutual TLS: site agents dial
+	// it with their certificate and check it under TemporalServerName.
+	TemporalTLS        bool
+	TemporalServerName string
 }
 
 type tlsStateKey struct{}
@@ -105,6 +109,7 @@ func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*
 	if adm.role == pki.RoleSite {
 		out.TemporalAddress, out.TemporalNamespace = s.a.TemporalAddress, s.a.TemporalNamespace
 		out.TaskQueue, out.CodecKey = kinds.SiteTaskQueue(adm.site), s.a.CodecKey
+		out.TemporalTls, out.TemporalServerName = s.a.TemporalTLS, s.a.TemporalServerName
 		if len(m.ServeHosts) > 0 {
 			if out.ServingCertPem, err = s.a.CA.IssueServer(pub, adm.role, adm.identity, m.ServeHosts, adm.ttl); err != nil {
 				return nil, err

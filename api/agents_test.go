@@ -35,7 +35,8 @@ func newAgentsEnv(t *testing.T) *agentsEnv {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: e.store}).AgentsHandler(
-		api.Agents{CA: ca, TemporalAddress: "127.0.0.1:7233", TemporalNamespace: "ns", CodecKey: []byte("k")}))
+		api.Agents{CA: ca, TemporalAddress: "127.0.0.1:7233", TemporalNamespace: "ns", CodecKey: []byte("k"),
+			TemporalTLS: true, TemporalServerName: "127.0.0.1"}))
 	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -108,6 +109,9 @@ func TestJoinSiteOnceThenReport(t *testing.T) {
 	if role, id, err := a.ca.Verify(cert); err != nil || role != pki.RoleSite || id != a.site || resp.TaskQueue != "site/"+a.site || len(resp.CodecKey) == 0 || len(resp.ServingCertPem) == 0 {
 		t.Errorf("Join(site) = role %s id %s err %v queue %q; want site %s with queue, codec key and serving cert", role, id, err, resp.TaskQueue, a.site)
 	}
+	if !resp.TemporalTls || resp.TemporalServerName != "127.0.0.1" {
+		t.Errorf("Join(site) temporal TLS = %v, %q; want true, 127.0.0.1", resp.TemporalTls, resp.TemporalServerName)
+	}
 	if _, _, err := a.join(t, anon, string(plain), "site"); kind(err) != "UNAUTHENTICATED" {
 		t.Errorf("Join with a used site token = %v, want UNAUTHENTICATED", err)
 	}
@@ -163,7 +167,7 @@ func TestJoinRamdiskWithDiscoveryToken(t *testing.T) {
 		t.Fatalf("Join(ramdisk) = %v", err)
 	}
 	cert, _ := pki.ParseCert(resp.CertPem)
-	if role, id, _ := a.ca.Verify(cert); role != pki.RoleRamdisk || id != node || len(resp.CodecKey) != 0 || resp.TemporalAddress != "" {
+	if role, id, _ := a.ca.Verify(cert); role != pki.RoleRamdisk || id != node || len(resp.CodecKey) != 0 || resp.TemporalAddress != "" || resp.TemporalTls {
 		t.Errorf("Join(ramdisk) = %s %s with codec key %d bytes, want ramdisk %s and no site secrets", role, id, len(resp.CodecKey), node)
 	}
 	if _, _, err := a.join(t, anon, string(plain), "ramdisk"); kind(err) != "UNAUTHENTICATED" {

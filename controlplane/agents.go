@@ -33,7 +33,7 @@ func (cp *ControlPlane) startAgents(key []byte) error {
 	if err != nil {
 		return errs.Invalid("agents-listen", "want host:port, got %q", cp.cfg.AgentsListen)
 	}
-	signer, err := pki.LoadOrCreateKey(filepath.Join(cp.cfg.PKIDir, "control-plane.key"), pki.NewKey)
+	signer, err := pki.LoadOrCreateKey(filepath.Join(cp.cfg.PKIDir, controlPlaneKeyFile), pki.NewKey)
 	if err != nil {
 		return err
 	}
@@ -56,8 +56,11 @@ func (cp *ControlPlane) startAgents(key []byte) error {
 		return errs.Wrap(errs.Unavailable, err, "the agents' listener cannot listen on %s (pick another with --agents-listen)", cp.cfg.AgentsListen)
 	}
 	srv := api.New(api.Config{Store: cp.store, Logger: cp.log})
-	cp.agents = &http.Server{Handler: srv.AgentsHandler(api.Agents{CA: cp.ca, TemporalAddress: cp.TemporalAddress(),
-		TemporalNamespace: cp.cfg.TemporalNamespace, CodecKey: key}), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}
+	agents := api.Agents{CA: cp.ca, TemporalAddress: cp.TemporalAddress(), TemporalNamespace: cp.cfg.TemporalNamespace, CodecKey: key}
+	if cp.temporal != nil && cp.temporal.TLSServerName() != "" {
+		agents.TemporalTLS, agents.TemporalServerName = true, cp.temporal.TLSServerName()
+	}
+	cp.agents = &http.Server{Handler: srv.AgentsHandler(agents), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}
 	cp.agentsURL = "https://" + ln.Addr().String()
 	go func() {
 		if err := cp.agents.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {

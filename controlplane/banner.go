@@ -24,6 +24,11 @@ func (cp *ControlPlane) PrintBanner(out io.Writer, took time.Duration) {
 	mode := "external"
 	if cp.temporal != nil {
 		mode = "embedded, " + cp.cfg.DataDir + "/temporal.db"
+		if cp.temporal.ClientTLS() != nil {
+			mode += "; mTLS, client certificates from " + cp.CAFile() + ", sites confined to their own task queue"
+		} else {
+			mode += "; plain, no CA: whoever reaches it may do anything"
+		}
 	}
 	fmt.Fprintf(w, "  Temporal\t%s (namespace %s; %s)\n", cp.TemporalAddress(), cp.cfg.TemporalNamespace, mode)
 	if cp.temporal != nil && cp.temporal.UIURL() != "" {

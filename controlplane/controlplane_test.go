@@ -8,14 +8,18 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/better-compute/better-compute/controlplane"
+	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/tserver"
 )
 
@@ -107,11 +111,22 @@ func TestRestartKeepsEverything(t *testing.T) {
 	if fi, err := os.Stat(cp.RootTokenPath()); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("root token %s mode = %v, %v; want 0600", cp.RootTokenPath(), fi.Mode(), err)
 	}
+	var banner strings.Builder
+	cp.PrintBanner(&banner, time.Second)
+	if !strings.Contains(banner.String(), "plain, no CA") {
+		t.Errorf("PrintBanner without a CA = %s, want the Temporal line to say it is plain", banner.String())
+	}
 	cp.Stop()
 	cp.Stop() // safe twice
 
+	// Between the starts the operator makes a CA: from now on the embedded
+	// frontend speaks mTLS only, and what ran before is still there.
+	if _, err := pki.Init(filepath.Join(dir, "pki"), "cp.test"); err != nil {
+		t.Fatal(err)
+	}
 	cp = start(t, controlplane.Config{DataDir: dir})
 	defer cp.Stop()
+	checkFrontendMTLS(t, cp)
 	again, _ := os.ReadFile(cp.RootTokenPath())
 	if string(again) != string(token) {
 		t.Errorf("root token changed across restart")
@@ -127,6 +142,28 @@ func TestRestartKeepsEverything(t *testing.T) {
 	}
 	if h, err := http.Get(cp.APIURL() + "/healthz"); err != nil || h.StatusCode != 200 {
 		t.Errorf("healthz = %v, %v", h, err)
+	}
+}
+
+// checkFrontendMTLS checks that the embedded frontend refuses a plain
+// client and that the banner says it speaks mTLS.
+func checkFrontendMTLS(t *testing.T, cp *controlplane.ControlPlane) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: cp.TemporalAddress(), Namespace: controlplane.DefaultNamespace,
+		Logger: log.NewStructuredLogger(quiet())})
+	if err == nil {
+		_, err = c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: controlplane.DefaultNamespace})
+		c.Close()
+	}
+	if err == nil {
+		t.Errorf("a plain client reached the embedded frontend %s with a CA in place", cp.TemporalAddress())
+	}
+	var banner strings.Builder
+	cp.PrintBanner(&banner, time.Second)
+	if !strings.Contains(banner.String(), "mTLS") {
+		t.Errorf("PrintBanner = %s, want the Temporal line to say mTLS", banner.String())
 	}
 }
 

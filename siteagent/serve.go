@@ -100,17 +100,11 @@ func (a *Agent) startWorker() error {
 		Logger:           tlog.NewStructuredLogger(a.log.With("component", "temporal")),
 		Identity:         workerIdentity(a.id),
 	}
-	if a.cfg.TemporalTLS {
-		host, _, err := net.SplitHostPort(a.id.TemporalAddress)
-		if err != nil {
-			return errs.Invalid("temporalAddress", "Temporal address %q is not host:port", a.id.TemporalAddress)
-		}
-		tc, err := pki.ClientTLS(a.id.caPool, a.id.certPEM, a.id.keyPEM, host)
-		if err != nil {
-			return err
-		}
-		opts.ConnectionOptions.TLS = tc
+	tc, err := a.temporalTLS()
+	if err != nil {
+		return err
 	}
+	opts.ConnectionOptions.TLS = tc
 	c, err := client.Dial(opts)
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "cannot reach Temporal at %s", a.id.TemporalAddress)
@@ -126,6 +120,24 @@ func (a *Agent) startWorker() error {
 		return errs.Wrap(errs.Unavailable, err, "cannot start the worker on %s", queue)
 	}
 	return nil
+}
+
+// temporalTLS is how the worker dials Temporal: mutual TLS with the
+// agent's certificate when the join said so (or Config.TemporalTLS forces
+// it), else nil for plain.
+func (a *Agent) temporalTLS() (*tls.Config, error) {
+	if !a.id.TemporalTLS && !a.cfg.TemporalTLS {
+		return nil, nil
+	}
+	name := a.id.TemporalServerName
+	if name == "" {
+		host, _, err := net.SplitHostPort(a.id.TemporalAddress)
+		if err != nil {
+			return nil, errs.Invalid("temporalAddress", "Temporal address %q is not host:port", a.id.TemporalAddress)
+		}
+		name = host
+	}
+	return pki.ClientTLS(a.id.caPool, a.id.certPEM, a.id.keyPEM, name)
 }
 
 func workerIdentity(id *identity) string {

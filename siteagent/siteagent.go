@@ -50,8 +50,11 @@ type Config struct {
 	// or the first non-loopback address when they listen on all.
 	AdvertiseHost string
 	Drivers       map[string]DriverFactory // by BMC driver name; "ipmi" may be absent
-	// TemporalTLS dials Temporal with TLS and the agent's certificate;
-	// off by default (the embedded server listens plain on loopback).
+	// TemporalTLS forces the worker to dial Temporal with TLS and the
+	// agent's certificate even when the join did not ask for it (a join
+	// from before the control plane had a CA, or an external Temporal
+	// behind mTLS with the project's CA). The join's answer turns TLS on by
+	// itself: the embedded server speaks mTLS whenever there is a CA.
 	TemporalTLS bool
 	// LookupEnv resolves env:// credentials; os.LookupEnv when nil.
 	LookupEnv func(string) (string, bool)

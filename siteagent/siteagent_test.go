@@ -53,6 +53,10 @@ func TestFirstStartJoinsAndRestartDoesNot(t *testing.T) {
 	if b.SiteID() != cp.SiteID {
 		t.Errorf("SiteID() after restart = %q, want %q", b.SiteID(), cp.SiteID)
 	}
+	tc, err := b.temporalTLS()
+	if err != nil || tc == nil || tc.ServerName != fakecp.TemporalServerName || len(tc.Certificates) != 1 {
+		t.Errorf("temporalTLS() after restart = %+v, %v; want mTLS to %s with the agent's certificate", tc, err, fakecp.TemporalServerName)
+	}
 	sum := sha256.Sum256(cp.CA.Certificate().Raw)
 	status, body := call(t, http.DefaultClient, http.MethodGet, b.BootURL()+"/ipxe?mac=52-54-00-AA-00-01", nil)
 	want := "kernel " + b.BootURL() + "/ramdisk/vmlinuz initrd=initrd.img bc.site=" + b.RelayURL() +

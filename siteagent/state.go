@@ -47,6 +47,11 @@ type joined struct {
 	TemporalNamespace string `json:"temporalNamespace"`
 	TaskQueue         string `json:"taskQueue"`
 	CodecKey          []byte `json:"codecKey"`
+	// TemporalTLS: the worker dials Temporal over mutual TLS with the
+	// agent's certificate, checking the frontend under TemporalServerName
+	// ("" means the host of TemporalAddress).
+	TemporalTLS        bool   `json:"temporalTls,omitempty"`
+	TemporalServerName string `json:"temporalServerName,omitempty"`
 }
 
 // identity is the agent's trust material, loaded from the data dir.
@@ -125,6 +130,7 @@ func saveJoin(cfg *Config, r *v1.JoinResponse) error {
 		Identity: r.GetIdentity(), SiteID: r.GetSiteId(), TenantID: r.GetTenantId(),
 		TemporalAddress: r.GetTemporalAddress(), TemporalNamespace: r.GetTemporalNamespace(),
 		TaskQueue: r.GetTaskQueue(), CodecKey: r.GetCodecKey(),
+		TemporalTLS: r.GetTemporalTls(), TemporalServerName: r.GetTemporalServerName(),
 	}
 	jb, err := json.MarshalIndent(j, "", "  ")
 	if err != nil {

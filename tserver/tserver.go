@@ -20,6 +20,7 @@ import (
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/membership/static"
 	"go.temporal.io/server/common/primitives"
@@ -46,6 +47,11 @@ type Config struct {
 	// CodecEndpoint is an optional URL the UI calls to decode payloads
 	// (see package codec).
 	CodecEndpoint string
+	// TLS, when set, makes the frontend speak mutual TLS only, with a claim
+	// mapper and an authorizer: control-plane certificates may do
+	// everything, a site's certificate only work its own site's task queue.
+	// nil keeps the frontend plain and open to whoever reaches it.
+	TLS *TLS
 	// Logger receives the server's own warnings and errors; nil discards them.
 	Logger *slog.Logger
 }
@@ -56,6 +62,7 @@ type Server struct {
 	ui       *uiserver.Server
 	frontend string
 	uiURL    string
+	tls      *frontendTLS // nil: plain
 	log      *slog.Logger
 	logLevel *slog.LevelVar // the server's own logs: warn and up, none while stopping
 	lock     *os.File       // holds the data directory's lock; nil in memory
@@ -86,11 +93,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		logLevel: new(slog.LevelVar),
 	}
 	s.logLevel.Set(slog.LevelWarn)
+	if cfg.TLS != nil {
+		if s.tls, err = loadTLS(*cfg.TLS, connectHost(cfg.Host)); err != nil {
+			return nil, withOp(err, op)
+		}
+	}
 	if err := s.start(ctx, cfg, p); err != nil {
 		s.Stop()
 		return nil, withOp(err, op)
 	}
-	cfg.Logger.Info("temporal server started", "frontend", s.frontend, "ui", s.uiURL,
+	cfg.Logger.Info("temporal server started", "frontend", s.frontend, "tls", s.tls != nil, "ui", s.uiURL,
 		"namespace", cfg.Namespace, "dataDir", cfg.DataDir, "took", time.Since(began).Round(time.Millisecond))
 	return s, nil
 }
@@ -184,7 +196,7 @@ func (s *Server) startTemporal(cfg Config, sc *config.SQL, p ports) (err error) 
 	local := func(host string, port int) static.Hosts {
 		return static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(port)))
 	}
-	srv, err := temporal.NewServer(
+	opts := []temporal.ServerOption{
 		temporal.WithConfig(conf),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
@@ -195,7 +207,16 @@ func (s *Server) startTemporal(cfg Config, sc *config.SQL, p ports) (err error) 
 		}),
 		temporal.WithLogger(slogLogger{log: cfg.Logger, min: s.logLevel}),
 		temporal.WithDynamicConfigClient(dynamicConfig()),
-	)
+	}
+	if s.tls != nil {
+		opts = append(opts,
+			temporal.WithTLSConfigFactory(tlsProvider{s.tls}),
+			temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper {
+				return claimMapper{trustDomain: s.tls.trustDomain}
+			}),
+			temporal.WithAuthorizer(newAuthorizer(cfg.Namespace, cfg.Logger)))
+	}
+	srv, err := temporal.NewServer(opts...)
 	if err != nil {
 		return errs.Wrap(errs.Internal, err, "cannot build the Temporal server")
 	}
@@ -213,11 +234,13 @@ func (s *Server) startTemporal(cfg Config, sc *config.SQL, p ports) (err error) 
 func (s *Server) ready(ctx context.Context, namespace string) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{
+	opts := client.Options{
 		HostPort:  s.frontend,
 		Namespace: namespace,
 		Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-	})
+	}
+	opts.ConnectionOptions.TLS = s.ClientTLS()
+	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "the Temporal frontend at %s does not answer", s.frontend)
 	}

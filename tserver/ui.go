@@ -20,6 +20,7 @@ func (s *Server) startUI(cfg Config, port int) error {
 		Host:                cfg.Host,
 		Port:                port,
 		TemporalGRPCAddress: s.frontend,
+		TLS:                 s.uiTLS(),
 		EnableUI:            true,
 		Codec:               uiconfig.Codec{Endpoint: cfg.CodecEndpoint},
 		CORS:                uiconfig.CORS{CookieInsecure: true},
@@ -38,4 +39,16 @@ func (s *Server) startUI(cfg Config, port int) error {
 	}
 	s.uiURL = "http://" + addr
 	return nil
+}
+
+// uiTLS is how the UI dials the frontend: with the frontend's control-plane
+// certificate and key, verifying the frontend against the CA. The UI server
+// reads files (and re-reads the pair when it changes).
+func (s *Server) uiTLS() uiconfig.TLS {
+	if s.tls == nil {
+		return uiconfig.TLS{}
+	}
+	f := s.tls.files
+	return uiconfig.TLS{CaFile: f.CAFile, CertFile: f.CertFile, KeyFile: f.KeyFile,
+		EnableHostVerification: true, ServerName: s.tls.serverName}
 }

@@ -25,6 +25,10 @@ import (
 // TrustDomain is the fake project's trust domain.
 const TrustDomain = "site.example.test"
 
+// TemporalServerName is the Temporal frontend's name a site join answers
+// with, asking for mTLS.
+const TemporalServerName = "temporal.site.example.test"
+
 // CP is a fake control plane.
 type CP struct {
 	CA     *pki.CA
@@ -112,6 +116,7 @@ func (cp *CP) Join(_ context.Context, req *connect.Request[v1.JoinRequest]) (*co
 			resp.ServingCertPem, err = cp.CA.IssueServer(pub, pki.RoleSite, cp.SiteID, m.GetServeHosts(), time.Hour)
 		}
 		resp.TemporalAddress, resp.TemporalNamespace, resp.TaskQueue = "127.0.0.1:1", "default", "site/"+cp.SiteID
+		resp.TemporalTls, resp.TemporalServerName = true, TemporalServerName
 		resp.CodecKey = make([]byte, 32)
 		_, _ = rand.Read(resp.CodecKey)
 	case m.GetRole() == "ramdisk" && m.GetToken() == "bcdisc_good":

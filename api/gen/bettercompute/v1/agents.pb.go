@@ -111,8 +111,13 @@ type JoinResponse struct {
 	// A serving certificate for the site agent's relay listener, when
 	// serve_hosts were given.
 	ServingCertPem []byte `protobuf:"bytes,10,opt,name=serving_cert_pem,json=servingCertPem,proto3" json:"serving_cert_pem,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// For a site agent: its worker must dial Temporal over mutual TLS with its
+	// client certificate (cert_pem), verifying the frontend against the CA
+	// under temporal_server_name.
+	TemporalTls        bool   `protobuf:"varint,11,opt,name=temporal_tls,json=temporalTls,proto3" json:"temporal_tls,omitempty"`
+	TemporalServerName string `protobuf:"bytes,12,opt,name=temporal_server_name,json=temporalServerName,proto3" json:"temporal_server_name,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *JoinResponse) Reset() {
@@ -213,6 +218,20 @@ func (x *JoinResponse) GetServingCertPem() []byte {
 		return x.ServingCertPem
 	}
 	return nil
+}
+
+func (x *JoinResponse) GetTemporalTls() bool {
+	if x != nil {
+		return x.TemporalTls
+	}
+	return false
+}
+
+func (x *JoinResponse) GetTemporalServerName() string {
+	if x != nil {
+		return x.TemporalServerName
+	}
+	return ""
 }
 
 type ResolveSecretRequest struct {
@@ -418,7 +437,7 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12$\n" +
 	"\x0epublic_key_pem\x18\x03 \x01(\fR\fpublicKeyPem\x12\x1f\n" +
 	"\vserve_hosts\x18\x04 \x03(\tR\n" +
-	"serveHosts\"\xd2\x02\n" +
+	"serveHosts\"\xa7\x03\n" +
 	"\fJoinResponse\x12\x19\n" +
 	"\bcert_pem\x18\x01 \x01(\fR\acertPem\x12\x15\n" +
 	"\x06ca_pem\x18\x02 \x01(\fR\x05caPem\x12\x1a\n" +
@@ -431,7 +450,9 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"task_queue\x18\b \x01(\tR\ttaskQueue\x12\x1b\n" +
 	"\tcodec_key\x18\t \x01(\fR\bcodecKey\x12(\n" +
 	"\x10serving_cert_pem\x18\n" +
-	" \x01(\fR\x0eservingCertPem\"(\n" +
+	" \x01(\fR\x0eservingCertPem\x12!\n" +
+	"\ftemporal_tls\x18\v \x01(\bR\vtemporalTls\x120\n" +
+	"\x14temporal_server_name\x18\f \x01(\tR\x12temporalServerName\"(\n" +
 	"\x14ResolveSecretRequest\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\"\x9f\x01\n" +
 	"\x15ResolveSecretResponse\x12K\n" +
