@@ -119,7 +119,9 @@ func (r *run) send(kind, runsOn string, timeout time.Duration, in, out any) erro
 	}
 	heartbeat := time.Duration(0)
 	if runsOn == "ramdisk" {
-		heartbeat = 45 * time.Second
+		// The site heartbeats every 5 s while a command runs or waits for its
+		// ramdisk, so a dead site agent is noticed within 20 s and retried.
+		heartbeat = 20 * time.Second
 	}
 	err := workflow.ExecuteActivity(r.siteOptions(step, timeout, heartbeat), kind, in).Get(r.ctx, out)
 	rec.Status = "succeeded"
