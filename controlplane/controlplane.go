@@ -6,7 +6,6 @@ package controlplane
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -194,80 +193,6 @@ func (cp *ControlPlane) startStore(ctx context.Context) error {
 	}
 	cp.tokenPath = filepath.Join(cp.cfg.DataDir, RootTokenFile)
 	return ensureRootToken(ctx, s, cp.tokenPath)
-}
-
-// startTemporal starts the embedded server or connects to an external one,
-// then makes sure the namespace and search attributes exist.
-func (cp *ControlPlane) startTemporal(ctx context.Context, key []byte) error {
-	addr := cp.cfg.TemporalAddress
-	var tc *tls.Config
-	if addr == "" {
-		if err := cp.startEmbedded(ctx); err != nil {
-			return err
-		}
-		addr, tc = cp.temporal.FrontendAddress(), cp.temporal.ClientTLS()
-	}
-	c, err := dial(ctx, addr, cp.cfg.TemporalNamespace, key, tc, cp.log)
-	if err != nil {
-		return err
-	}
-	cp.client = c
-	if cp.temporal == nil {
-		if err := tserver.EnsureNamespace(ctx, c, cp.cfg.TemporalNamespace); err != nil {
-			return err
-		}
-	}
-	return tserver.RegisterSearchAttributes(ctx, c, cp.cfg.TemporalNamespace)
-}
-
-// startEmbedded starts the embedded server and its UI; with a CA, its
-// frontend speaks mTLS only.
-func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
-	host, port, err := splitHostPort(cp.cfg.TemporalListen, "temporal-listen")
-	if err != nil {
-		return err
-	}
-	uiPort := -1
-	if cp.cfg.UIListen != "off" {
-		if _, uiPort, err = splitHostPort(cp.cfg.UIListen, "ui-listen"); err != nil {
-			return err
-		}
-	}
-	tlsCfg, err := cp.embeddedTLS(host)
-	if err != nil {
-		return err
-	}
-	srv, err := tserver.Start(ctx, tserver.Config{DataDir: cp.cfg.DataDir, Namespace: cp.cfg.TemporalNamespace,
-		Host: host, FrontendPort: port, UIPort: uiPort, CodecEndpoint: codecEndpoint(cp.cfg.Listen), TLS: tlsCfg, Logger: cp.log})
-	if err != nil {
-		return err
-	}
-	cp.temporal = srv
-	return nil
-}
-
-// Dial connects to Temporal with the encrypting payload codec, retrying for
-// up to 30 seconds while the frontend comes up.
-func Dial(ctx context.Context, addr, namespace string, key []byte, log *slog.Logger) (client.Client, error) {
-	return dial(ctx, addr, namespace, key, nil, log)
-}
-
-// dial is Dial over TLS when tc is not nil.
-func dial(ctx context.Context, addr, namespace string, key []byte, tc *tls.Config, log *slog.Logger) (client.Client, error) {
-	deadline := time.Now().Add(30 * time.Second)
-	dc := codec.NewDataConverter(key)
-	for {
-		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace,
-			DataConverter: dc, FailureConverter: codec.NewFailureConverter(dc), Logger: temporalLogger(log),
-			ConnectionOptions: client.ConnectionOptions{TLS: tc}})
-		if err == nil {
-			return c, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, errs.Wrap(errs.Unavailable, err, "cannot reach Temporal at %s (check --temporal-address)", addr)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key []byte) error {

@@ -1,0 +1,165 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/better-compute/better-compute/codec"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/tserver"
+)
+
+// Files in the pki dir.
+const (
+	// controlPlaneKeyFile is the control plane's own key (0600): it serves
+	// the agents' listener and the embedded Temporal frontend, and the
+	// control plane's Temporal client and the Web UI present it.
+	controlPlaneKeyFile = "control-plane.key"
+	// temporalCertFile is the embedded frontend's certificate, issued anew at
+	// each start for controlPlaneKeyFile.
+	temporalCertFile = "temporal-frontend.crt"
+)
+
+// startTemporal starts the embedded server or connects to an external one,
+// then makes sure the namespace and search attributes exist.
+func (cp *ControlPlane) startTemporal(ctx context.Context, key []byte) error {
+	addr := cp.cfg.TemporalAddress
+	var tc *tls.Config
+	if addr == "" {
+		if err := cp.startEmbedded(ctx); err != nil {
+			return err
+		}
+		addr, tc = cp.temporal.FrontendAddress(), cp.temporal.ClientTLS()
+	}
+	c, err := dial(ctx, addr, cp.cfg.TemporalNamespace, key, tc, cp.log)
+	if err != nil {
+		return err
+	}
+	cp.client = c
+	if cp.temporal == nil {
+		if err := tserver.EnsureNamespace(ctx, c, cp.cfg.TemporalNamespace); err != nil {
+			return err
+		}
+	}
+	return tserver.RegisterSearchAttributes(ctx, c, cp.cfg.TemporalNamespace)
+}
+
+// startEmbedded starts the embedded server and its UI; with a CA, its
+// frontend speaks mTLS only.
+func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
+	host, port, err := splitHostPort(cp.cfg.TemporalListen, "temporal-listen")
+	if err != nil {
+		return err
+	}
+	uiPort := -1
+	if cp.cfg.UIListen != "off" {
+		if _, uiPort, err = splitHostPort(cp.cfg.UIListen, "ui-listen"); err != nil {
+			return err
+		}
+	}
+	tlsCfg, err := cp.embeddedTLS(host)
+	if err != nil {
+		return err
+	}
+	srv, err := tserver.Start(ctx, tserver.Config{DataDir: cp.cfg.DataDir, Namespace: cp.cfg.TemporalNamespace,
+		Host: host, FrontendPort: port, UIPort: uiPort, CodecEndpoint: codecEndpoint(cp.cfg.Listen), TLS: tlsCfg, Logger: cp.log})
+	if err != nil {
+		return err
+	}
+	cp.temporal = srv
+	return nil
+}
+
+// Dial connects to Temporal with the encrypting payload codec, retrying for
+// up to 30 seconds while the frontend comes up.
+func Dial(ctx context.Context, addr, namespace string, key []byte, log *slog.Logger) (client.Client, error) {
+	return dial(ctx, addr, namespace, key, nil, log)
+}
+
+// dial is Dial over TLS when tc is not nil.
+func dial(ctx context.Context, addr, namespace string, key []byte, tc *tls.Config, log *slog.Logger) (client.Client, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	dc := codec.NewDataConverter(key)
+	for {
+		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace,
+			DataConverter: dc, FailureConverter: codec.NewFailureConverter(dc), Logger: temporalLogger(log),
+			ConnectionOptions: client.ConnectionOptions{TLS: tc}})
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, errs.Wrap(errs.Unavailable, err, "cannot reach Temporal at %s (check --temporal-address)", addr)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// embeddedTLS issues the embedded frontend's serving certificate for host
+// (the host of --temporal-listen) and returns the server's TLS settings; nil
+// without a CA, when the frontend stays plain.
+func (cp *ControlPlane) embeddedTLS(host string) (*tserver.TLS, error) {
+	if cp.ca == nil {
+		return nil, nil
+	}
+	keyPath := filepath.Join(cp.cfg.PKIDir, controlPlaneKeyFile)
+	signer, err := pki.LoadOrCreateKey(keyPath, pki.NewKey)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, err := cp.ca.IssueServer(signer.Public(), pki.RoleControlPlane, "control-plane", frontendHosts(host), pki.MaxTTL)
+	if err != nil {
+		return nil, err
+	}
+	certPath := filepath.Join(cp.cfg.PKIDir, temporalCertFile)
+	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+		return nil, err
+	}
+	return &tserver.TLS{CertFile: certPath, KeyFile: keyPath, CAFile: cp.CAFile()}, nil
+}
+
+// frontendHosts are the names the frontend's certificate carries: its own
+// host, unless a wildcard, and loopback, which local clients dial.
+func frontendHosts(host string) []string {
+	hosts := []string{"127.0.0.1", "::1", "localhost"}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) && !slices.Contains(hosts, host) {
+		hosts = append([]string{host}, hosts...)
+	}
+	return hosts
+}
+
+// writeFileAtomic writes data to path through a synced temporary file
+// renamed over it, so a reader sees the old file or the new one.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "cannot write %s", path)
+	}
+	tmp := f.Name()
+	err = f.Chmod(mode)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return errs.Wrap(errs.Internal, err, "cannot write %s", path)
+	}
+	return nil
+}
