@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -284,16 +285,17 @@ func TestDeployImageRunsOnce(t *testing.T) {
 	}
 }
 
-// A stream that breaks after 256 MiB is resumed from the offset reported.
+// A stream that breaks after the first durable checkpoint (512 MiB) is
+// resumed from the offset reported.
 func TestDeployImageResumesBrokenStream(t *testing.T) {
 	t.Parallel()
-	raw := make([]byte, 300<<20)
+	raw := make([]byte, 560<<20)
 	copy(raw, testImage())
 	copy(raw[len(raw)-(1<<20):], testImage())
 	srv := serveImage(t, raw, func(n int32, w http.ResponseWriter) {
-		w.Header().Set("Content-Length", "314572800")
+		w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
 		if n == 1 {
-			w.Write(raw[:290<<20]) // then the connection closes short
+			w.Write(raw[:550<<20]) // then the connection closes short
 			return
 		}
 		w.Write(raw)
@@ -310,14 +312,14 @@ func TestDeployImageResumesBrokenStream(t *testing.T) {
 	}
 	sawResumePoint := false
 	for _, p := range relay.Progress() {
-		sawResumePoint = sawResumePoint || (p.CommandID == res.CommandID && p.Bytes == 256<<20 && p.Disk == "serial-OS-1" && p.Total == int64(len(raw)))
+		sawResumePoint = sawResumePoint || (p.CommandID == res.CommandID && p.Bytes == 512<<20 && p.Disk == "serial-OS-1" && p.Total == int64(len(raw)))
 	}
 	if !sawResumePoint {
-		t.Errorf("progress = %+v, want 256 MiB of %d on serial-OS-1 reported", relay.Progress(), len(raw))
+		t.Errorf("progress = %+v, want 512 MiB of %d on serial-OS-1 reported", relay.Progress(), len(raw))
 	}
 	logs := send(t, relay, a.node, kinds.LogsCollect, nil)
-	if !strings.Contains(string(logs.Payload), "from=268435456") {
-		t.Errorf("logs = %s, want a resume from 268435456", logs.Payload)
+	if !strings.Contains(string(logs.Payload), "from=536870912") {
+		t.Errorf("logs = %s, want a resume from 536870912", logs.Payload)
 	}
 }
 

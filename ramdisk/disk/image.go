@@ -16,6 +16,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/better-compute/better-compute/errs"
 )
 
@@ -44,7 +46,7 @@ type ImageResult struct {
 
 // syncEvery is how often WriteImage makes its writes durable and reports
 // progress: a reported offset is always safe to resume from.
-const syncEvery = 256 << 20
+const syncEvery = 512 << 20
 
 // blockDev is the disk as WriteImage sees it; *target implements it, tests
 // wrap it to count writes.
@@ -57,14 +59,16 @@ type blockDev interface {
 
 func (t *target) WriteAt(p []byte, off int64) (int, error) { return t.f.WriteAt(p, off) }
 func (t *target) ReadAt(p []byte, off int64) (int, error)  { return t.f.ReadAt(p, off) }
-func (t *target) Sync() error                              { return t.f.Sync() }
+
+// Sync makes the written data durable; the file's metadata (times) need not be.
+func (t *target) Sync() error { return unix.Fdatasync(int(t.f.Fd())) }
 
 // WriteImage streams src, an image as served, onto d: it hashes the bytes as
 // received, decompresses them, and writes the image in 4 MiB blocks from
 // offset 0; an all-zero block becomes a hole (punched on a file, zeroed on a
 // device) instead of a write.
 //
-// progress is called with durable offsets (fsynced every 256 MiB, in the
+// progress is called with durable offsets (made durable every 512 MiB, in the
 // background, so possibly from another goroutine) and with the image size at
 // the end. resumeFrom is an offset a previous attempt reported through progress. Blocks below it are read and compared instead
 // of written: a block that matches is skipped, one that differs is rewritten
