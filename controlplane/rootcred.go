@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/better-compute/better-compute/api"
+	"github.com/better-compute/better-compute/internal/atomicfile"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
 )
@@ -31,30 +31,5 @@ func ensureRootToken(ctx context.Context, s *store.Store, path string) error {
 	if _, err := s.CreateAPIToken(ctx, api.RootTenant, "root (created by serve)", hash); err != nil {
 		return err
 	}
-	return writeSecret(path, []byte(string(plain)+"\n"))
-}
-
-// writeSecret writes b to path with mode 0600, atomically.
-func writeSecret(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, []byte(string(plain)+"\n"), 0o600)
 }

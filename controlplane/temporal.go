@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/atomicfile"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/tserver"
 )
@@ -120,7 +120,7 @@ func (cp *ControlPlane) embeddedTLS(host string) (*tserver.TLS, error) {
 		return nil, err
 	}
 	certPath := filepath.Join(cp.cfg.PKIDir, temporalCertFile)
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(certPath, certPEM, 0o644); err != nil {
 		return nil, err
 	}
 	return &tserver.TLS{CertFile: certPath, KeyFile: keyPath, CAFile: cp.CAFile()}, nil
@@ -134,32 +134,4 @@ func frontendHosts(host string) []string {
 		hosts = append([]string{host}, hosts...)
 	}
 	return hosts
-}
-
-// writeFileAtomic writes data to path through a synced temporary file
-// renamed over it, so a reader sees the old file or the new one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return errs.Wrap(errs.Internal, err, "cannot write %s", path)
-	}
-	tmp := f.Name()
-	err = f.Chmod(mode)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return errs.Wrap(errs.Internal, err, "cannot write %s", path)
-	}
-	return nil
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/pki"
-	"github.com/better-compute/better-compute/siteagent/internal/atomicfile"
+	"github.com/better-compute/better-compute/internal/atomicfile"
 )
 
 // Files in the data dir.

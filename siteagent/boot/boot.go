@@ -21,7 +21,7 @@ import (
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
-	"github.com/better-compute/better-compute/siteagent/internal/atomicfile"
+	"github.com/better-compute/better-compute/internal/atomicfile"
 )
 
 // Discovery is an unknown MAC seen PXE-booting.

@@ -1,4 +1,4 @@
-// Package atomicfile owns the one way the site agent writes state files: a
+// Package atomicfile owns the one way better-compute writes state files: a
 // synced temporary file in the same directory renamed over the target, so a
 // crash (kill -9, power loss) leaves the old file or the new one, never half.
 package atomicfile
