@@ -54,13 +54,19 @@ type Config struct {
 	TemporalAddress   string // "": an embedded server in DataDir
 	TemporalNamespace string
 	TemporalListen    string // the embedded frontend's address
-	Listen            string // the API's address
-	UIListen          string // the embedded Web UI's address; "off" for none
-	ConfigFile        string // "": DataDir/config.yaml
-	PKIDir            string // "": DataDir/pki (made by `better-compute pki init`)
-	AgentsListen      string // TLS listener for agents (join, secrets); "off" for none
-	Only              string // "", OnlyAPI or OnlyWorker
-	Logger            *slog.Logger
+	// TemporalTLS dials an external frontend (TemporalAddress) with mTLS: a
+	// control-plane certificate from the CA in PKIDir, the server verified
+	// against that CA — e.g. another serve's embedded frontend, the pki dir
+	// shared. TemporalServerName overrides the name verified.
+	TemporalTLS        bool
+	TemporalServerName string
+	Listen             string // the API's address
+	UIListen           string // the embedded Web UI's address; "off" for none
+	ConfigFile         string // "": DataDir/config.yaml
+	PKIDir             string // "": DataDir/pki (made by `better-compute pki init`)
+	AgentsListen       string // TLS listener for agents (join, secrets); "off" for none
+	Only               string // "", OnlyAPI or OnlyWorker
+	Logger             *slog.Logger
 }
 
 // ControlPlane is a running control plane.
@@ -88,11 +94,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if cfg.Only != "" && cfg.Only != OnlyAPI && cfg.Only != OnlyWorker {
 		return nil, errs.Invalid("only", "want %q or %q, got %q", OnlyAPI, OnlyWorker, cfg.Only)
 	}
-	cp = &ControlPlane{cfg: cfg, log: cfg.Logger}
+	started := &ControlPlane{cfg: cfg, log: cfg.Logger}
+	cp = started
 	defer func() {
 		if err != nil {
-			cp.Stop()
-			cp = nil
+			started.Stop() // what started, newest first; cp is nil by now
 		}
 	}()
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {

@@ -198,3 +198,36 @@ func TestExternalTemporalAndScaleOut(t *testing.T) {
 	startTestWorkflow(t, a.Client(), node)
 	waitWorkflows(t, b, node, 1)
 }
+
+// TestScaleOutOverMTLS: a second process shares the first's Postgres and
+// its embedded Temporal, whose frontend speaks mTLS only, by presenting a
+// control-plane certificate of the same CA (the pki dir shared).
+func TestScaleOutOverMTLS(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := pki.Init(filepath.Join(dir, "pki"), "scale.test"); err != nil {
+		t.Fatal(err)
+	}
+	a := start(t, controlplane.Config{DataDir: dir})
+	defer a.Stop()
+	cfg := controlplane.Config{DataDir: t.TempDir(), DatabaseURL: a.DatabaseURL(), TemporalAddress: a.TemporalAddress(),
+		PKIDir: filepath.Join(dir, "pki"), Only: controlplane.OnlyAPI}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := controlplane.Start(ctx, withQuiet(cfg)); err == nil {
+		t.Fatalf("Start without --temporal-tls against an mTLS frontend = nil error, want refused")
+	}
+	cfg.TemporalTLS = true
+	b := start(t, cfg)
+	defer b.Stop()
+	startTestWorkflow(t, a.Client(), node)
+	waitWorkflows(t, b, node, 1)
+	call(t, b, "SitesService/Create", `{"kind":"shared","region":"lab-1","key":"k"}`)
+	if l := call(t, a, "SitesService/List", `{}`); len(l["items"].([]any)) != 1 {
+		t.Errorf("the first process does not see the second's site: %v", l)
+	}
+}
+
+func withQuiet(cfg controlplane.Config) controlplane.Config {
+	cfg.TemporalListen, cfg.Listen, cfg.UIListen, cfg.AgentsListen, cfg.Logger = "127.0.0.1:0", "127.0.0.1:0", "off", "off", quiet()
+	return cfg
+}

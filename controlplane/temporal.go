@@ -39,6 +39,11 @@ func (cp *ControlPlane) startTemporal(ctx context.Context, key []byte) error {
 			return err
 		}
 		addr, tc = cp.temporal.FrontendAddress(), cp.temporal.ClientTLS()
+	} else if cp.cfg.TemporalTLS {
+		var err error
+		if tc, err = cp.externalTLS(addr); err != nil {
+			return err
+		}
 	}
 	c, err := dial(ctx, addr, cp.cfg.TemporalNamespace, key, tc, cp.log)
 	if err != nil {
@@ -134,4 +139,32 @@ func frontendHosts(host string) []string {
 		hosts = append([]string{host}, hosts...)
 	}
 	return hosts
+}
+
+// externalTLS is the client side of mTLS to an external frontend that
+// trusts this project's CA: a control-plane certificate for the control
+// plane's key, and the server verified against the CA.
+func (cp *ControlPlane) externalTLS(addr string) (*tls.Config, error) {
+	if cp.ca == nil {
+		return nil, errs.New(errs.InvalidState, "--temporal-tls needs the project's CA in %s (share the pki dir of the control plane that serves Temporal, --pki-dir)", cp.cfg.PKIDir)
+	}
+	signer, err := pki.LoadOrCreateKey(filepath.Join(cp.cfg.PKIDir, controlPlaneKeyFile), pki.NewKey)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, err := cp.ca.Issue(signer.Public(), pki.RoleControlPlane, "control-plane", pki.MaxTTL)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := pki.MarshalPrivateKey(signer)
+	if err != nil {
+		return nil, err
+	}
+	name := cp.cfg.TemporalServerName
+	if name == "" {
+		if name, _, err = net.SplitHostPort(addr); err != nil {
+			return nil, errs.Invalid("temporal-address", "want host:port, got %q", addr)
+		}
+	}
+	return pki.ClientTLS(cp.ca.Pool(), certPEM, keyPEM, name)
 }

@@ -56,10 +56,11 @@ type Demo struct {
 // registers the site, pool, image and profile. Stop stops it all.
 func Start(ctx context.Context, cfg Config) (d *Demo, err error) {
 	cfg = withDefaults(cfg)
-	d = &Demo{cfg: cfg, started: time.Now()}
+	started := &Demo{cfg: cfg, started: time.Now()}
+	d = started
 	defer func() {
 		if err != nil {
-			d.Stop()
+			started.Stop() // d is nil by now
 		}
 	}()
 	if err := prepareDataDir(cfg.DataDir); err != nil {

@@ -37,6 +37,12 @@ func NewEd25519Key() (crypto.Signer, []byte, error) {
 	return encodeKey(k)
 }
 
+// MarshalPrivateKey encodes a key as PKCS#8 PEM.
+func MarshalPrivateKey(k crypto.Signer) ([]byte, error) {
+	_, b, err := encodeKey(k)
+	return b, err
+}
+
 func encodeKey(k crypto.Signer) (crypto.Signer, []byte, error) {
 	der, err := x509.MarshalPKCS8PrivateKey(k)
 	if err != nil {

@@ -121,10 +121,11 @@ type Baseline struct {
 // Start starts an embedded server on dataDir/temporal.db without its UI, and
 // a worker on each of the two queues.
 func Start(ctx context.Context, dataDir string) (b *Baseline, err error) {
-	b = &Baseline{}
+	started := &Baseline{}
+	b = started
 	defer func() {
 		if err != nil {
-			b.Stop()
+			started.Stop() // b is nil by now
 		}
 	}()
 	if b.srv, err = tserver.Start(ctx, tserver.Config{DataDir: dataDir, UIPort: -1}); err != nil {

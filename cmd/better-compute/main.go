@@ -46,6 +46,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "temporal-address", Usage: "external Temporal frontend host:port (default: an embedded server)"},
 			&cli.StringFlag{Name: "temporal-namespace", Value: controlplane.DefaultNamespace},
 			&cli.StringFlag{Name: "temporal-listen", Value: controlplane.DefaultTemporalListen, Usage: "the embedded Temporal frontend's address"},
+			&cli.BoolFlag{Name: "temporal-tls", Usage: "dial --temporal-address with mTLS, as a control plane of the CA in --pki-dir (e.g. another serve's embedded frontend)"},
+			&cli.StringFlag{Name: "temporal-server-name", Usage: "the name to verify on --temporal-address's certificate (default: its host)"},
 			&cli.StringFlag{Name: "listen", Value: controlplane.DefaultListen, Usage: "the API's address"},
 			&cli.StringFlag{Name: "ui-listen", Value: controlplane.DefaultUIListen, Usage: "the embedded Temporal Web UI's address, or off"},
 			&cli.StringFlag{Name: "agents-listen", Value: controlplane.DefaultAgentsListen, Usage: "TLS listener where agents join, or off"},
@@ -59,6 +61,7 @@ func serveCommand() *cli.Command {
 				DataDir: c.String("data-dir"), DatabaseURL: c.String("database-url"),
 				TemporalAddress: c.String("temporal-address"), TemporalNamespace: c.String("temporal-namespace"),
 				TemporalListen: c.String("temporal-listen"), Listen: c.String("listen"), UIListen: c.String("ui-listen"),
+				TemporalTLS: c.Bool("temporal-tls"), TemporalServerName: c.String("temporal-server-name"),
 				AgentsListen: c.String("agents-listen"), ConfigFile: c.String("config"), PKIDir: c.String("pki-dir"),
 				Only: c.String("only"), Logger: logger(c.String("log-level")),
 			}, c.App.Writer)
