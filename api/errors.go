@@ -34,30 +34,13 @@ var codes = map[errs.Kind]connect.Code{
 	errs.Internal:         connect.CodeInternal,
 }
 
-// kindsByCode maps Connect's own errors (bad JSON, oversized bodies, unknown
-// procedures) to kinds, so every error the API returns carries one.
-var kindsByCode = map[connect.Code]errs.Kind{
-	connect.CodeInvalidArgument:    errs.InvalidInput,
-	connect.CodeResourceExhausted:  errs.InvalidInput,
-	connect.CodeNotFound:           errs.NotFound,
-	connect.CodeUnimplemented:      errs.Unsupported,
-	connect.CodeUnauthenticated:    errs.Unauthenticated,
-	connect.CodeFailedPrecondition: errs.InvalidState,
-	connect.CodeUnavailable:        errs.Unavailable,
-	connect.CodeAlreadyExists:      errs.AlreadyExists,
-}
-
 // toConnect turns any error into a Connect error carrying an ErrorDetail.
 // Errors that are not ours are logged and answered as INTERNAL without their
 // text, so nothing unexpected (a query, a secret) reaches the client.
 func toConnect(ctx context.Context, log *slog.Logger, procedure string, err error) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) && !hasDetail(ce) {
-		kind, ok := kindsByCode[ce.Code()]
-		if !ok {
-			kind = errs.Internal
-		}
-		return withDetail(ce, &v1.ErrorDetail{Kind: string(kind), Op: procedure})
+		return withDetail(ce, &v1.ErrorDetail{Kind: string(errs.FromCode(ce.Code().String())), Op: procedure})
 	}
 	if ce != nil {
 		return ce
@@ -111,20 +94,6 @@ func errorInterceptor(log *slog.Logger) connect.UnaryInterceptorFunc {
 	}
 }
 
-// connectKinds maps the Connect protocol's error codes, as they appear in
-// a JSON error body, to kinds.
-var connectKinds = map[string]errs.Kind{
-	"invalid_argument":    errs.InvalidInput,
-	"resource_exhausted":  errs.InvalidInput,
-	"not_found":           errs.NotFound,
-	"unimplemented":       errs.Unsupported,
-	"unauthenticated":     errs.Unauthenticated,
-	"failed_precondition": errs.InvalidState,
-	"unavailable":         errs.Unavailable,
-	"already_exists":      errs.AlreadyExists,
-	"permission_denied":   errs.PermissionDenied,
-}
-
 // withKinds adds an ErrorDetail to the Connect JSON errors that Connect
 // writes before any interceptor runs (a body that does not decode, an
 // unknown field, an oversized body), so every error carries its kind.
@@ -173,11 +142,7 @@ func (e *errorRecorder) finish(procedure string) {
 	var body map[string]any
 	if json.Unmarshal(out, &body) == nil && body["details"] == nil {
 		code, _ := body["code"].(string)
-		kind, ok := connectKinds[code]
-		if !ok {
-			kind = errs.Internal
-		}
-		d := &v1.ErrorDetail{Kind: string(kind), Op: procedure}
+		d := &v1.ErrorDetail{Kind: string(errs.FromCode(code)), Op: procedure}
 		raw, _ := proto.Marshal(d)
 		body["details"] = []any{map[string]any{"type": "bettercompute.v1.ErrorDetail",
 			"value": base64.RawStdEncoding.EncodeToString(raw), "debug": map[string]any{"kind": d.Kind, "op": d.Op}}}

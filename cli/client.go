@@ -102,7 +102,7 @@ func decodeError(procedure string, status int, raw []byte) *errs.Error {
 		}
 		return errs.New(kindOfStatus(status), "%s answered HTTP %d: %s", procedure, status, msg)
 	}
-	e := &errs.Error{Kind: kindOfCode(w.Code), Msg: w.Message}
+	e := &errs.Error{Kind: errs.FromCode(w.Code), Msg: w.Message}
 	for _, d := range w.Details {
 		if d.Type != "bettercompute.v1.ErrorDetail" {
 			continue
@@ -127,29 +127,6 @@ func decodeError(procedure string, status int, raw []byte) *errs.Error {
 // writes the latter and reads both.
 func decodeBase64(s string) ([]byte, error) {
 	return base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
-}
-
-// kindOfCode maps a Connect code to our kind when the answer has no ErrorDetail.
-func kindOfCode(code string) errs.Kind {
-	switch code {
-	case "not_found":
-		return errs.NotFound
-	case "invalid_argument", "out_of_range":
-		return errs.InvalidInput
-	case "failed_precondition", "aborted":
-		return errs.InvalidState
-	case "unimplemented":
-		return errs.Unsupported
-	case "unauthenticated":
-		return errs.Unauthenticated
-	case "permission_denied":
-		return errs.PermissionDenied
-	case "already_exists":
-		return errs.AlreadyExists
-	case "unavailable", "deadline_exceeded", "resource_exhausted":
-		return errs.Unavailable
-	}
-	return errs.Internal
 }
 
 // kindOfStatus maps an HTTP status to a kind for answers that are not Connect

@@ -88,28 +88,6 @@ func (s *SecretsClient) Resolve(ctx context.Context, ref string) (map[string]str
 	return resp.Msg.GetValues(), nil
 }
 
-// connectKind maps a Connect code to a kind when an error carries no
-// ErrorDetail.
-func connectKind(c connect.Code) errs.Kind {
-	switch c {
-	case connect.CodeInvalidArgument:
-		return errs.InvalidInput
-	case connect.CodeNotFound:
-		return errs.NotFound
-	case connect.CodeUnimplemented:
-		return errs.Unsupported
-	case connect.CodeUnauthenticated:
-		return errs.Unauthenticated
-	case connect.CodePermissionDenied:
-		return errs.PermissionDenied
-	case connect.CodeFailedPrecondition:
-		return errs.InvalidState
-	case connect.CodeAlreadyExists:
-		return errs.AlreadyExists
-	}
-	return errs.Unavailable
-}
-
 // FromConnect turns an error from a control-plane Connect call into an
 // errs.Error: the kind from the ErrorDetail the API attaches, else from the
 // code; network failures are UNAVAILABLE.
@@ -125,5 +103,5 @@ func FromConnect(op string, err error) error {
 			}
 		}
 	}
-	return &errs.Error{Kind: connectKind(ce.Code()), Op: op, Msg: ce.Message()}
+	return &errs.Error{Kind: errs.FromCode(ce.Code().String()), Op: op, Msg: ce.Message()}
 }
