@@ -21,8 +21,8 @@ import (
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/errs"
-	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/internal/atomicfile"
+	"github.com/better-compute/better-compute/pki"
 )
 
 // Files in the data dir.

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/errs"
-	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/internal/atomicfile"
+	"github.com/better-compute/better-compute/kinds"
 )
 
 // Discovery is an unknown MAC seen PXE-booting.
