@@ -122,7 +122,7 @@ func (r *relay) adopt(certPEM, caPEM []byte) error {
 	if err != nil {
 		return err
 	}
-	keyPEM, err := marshalKey(r.key)
+	keyPEM, err := pki.MarshalPrivateKey(r.key)
 	if err != nil {
 		return err
 	}
@@ -218,14 +218,6 @@ func statusError(method, path string, code int, body []byte) error {
 }
 
 func pathOnly(p string) string { s, _, _ := strings.Cut(p, "?"); return s }
-
-func marshalKey(k crypto.Signer) ([]byte, error) {
-	der, err := x509.MarshalPKCS8PrivateKey(k)
-	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "encode the ramdisk key")
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
-}
 
 func publicKeysEqual(a, b crypto.PublicKey) bool {
 	x, ok := a.(interface{ Equal(crypto.PublicKey) bool })
