@@ -3,7 +3,6 @@ package siteagent
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"net/http"
 	"os"
@@ -144,5 +143,3 @@ func workerIdentity(id *identity) string {
 	h, _ := os.Hostname()
 	return "bcd-site/" + id.Identity + "@" + h
 }
-
-func parseLeaf(certPEM []byte) (*x509.Certificate, error) { return pki.ParseCert(certPEM) }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/better-compute/better-compute/activities/site"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
 	"github.com/better-compute/better-compute/siteagent/relay"
@@ -171,7 +172,7 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 		return err
 	}
 	a.id = id
-	if leaf, err := parseLeaf(id.servingPEM); err == nil && leaf.VerifyHostname(host) != nil {
+	if leaf, err := pki.ParseCert(id.servingPEM); err == nil && leaf.VerifyHostname(host) != nil {
 		a.log.Warn("the relay's serving certificate does not name the advertised host; ramdisks will refuse it",
 			"host", host, "dnsNames", leaf.DNSNames, "ips", leaf.IPAddresses)
 	}
@@ -261,5 +262,5 @@ func advertiseHost(configured string, addr net.Addr) string {
 	return "127.0.0.1"
 }
 
-// errServerClosed tells a normal server stop from a failure.
+// serveErr reports whether a server's Serve error is a failure, not a stop.
 func serveErr(err error) bool { return err != nil && !errors.Is(err, http.ErrServerClosed) }
