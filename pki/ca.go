@@ -3,8 +3,6 @@ package pki
 import (
 	"bytes"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -54,22 +52,18 @@ func Init(dir, trustDomain string, opts ...Option) (*CA, error) {
 				"%s already exists; a CA is already set up here (move it away deliberately to start a new one: every certificate it issued stops working)", p)
 		}
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, keyPEM, err := NewKey()
 	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "cannot generate the CA key")
+		return nil, err
 	}
 	certDER, err := selfSign(key, trustDomain, o.now())
 	if err != nil {
 		return nil, err
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "cannot encode the CA key")
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "cannot create the data dir %s", dir)
 	}
-	if err := writeNew(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := writeNew(keyPath, keyPEM, 0o600); err != nil {
 		return nil, err
 	}
 	if err := writeNew(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: certDER}), 0o644); err != nil {
@@ -79,7 +73,7 @@ func Init(dir, trustDomain string, opts ...Option) (*CA, error) {
 	return Load(dir, opts...)
 }
 
-func selfSign(key *ecdsa.PrivateKey, trustDomain string, now time.Time) ([]byte, error) {
+func selfSign(key crypto.Signer, trustDomain string, now time.Time) ([]byte, error) {
 	serial, err := randomSerial()
 	if err != nil {
 		return nil, err
