@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/atomicfile"
 )
 
 // A fake disk is <dir>/<name>.img (a sparse file of the disk's size) and
@@ -109,20 +110,15 @@ func readSidecar(imgPath string) (sidecar, error) {
 	return sc, nil
 }
 
-// writeSidecar replaces the sidecar atomically (write a temp file, rename).
+// writeSidecar replaces the sidecar atomically.
 func writeSidecar(imgPath string, sc sidecar) error {
 	b, err := json.MarshalIndent(sc, "", "  ")
 	if err != nil {
 		return errs.Wrap(errs.Internal, err, "encode sidecar")
 	}
 	p := sidecarPath(imgPath)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(p, append(b, '\n'), 0o600); err != nil {
 		return errs.Wrap(errs.DriverError, err, "write fake disk sidecar %s", p)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		os.Remove(tmp)
-		return errs.Wrap(errs.DriverError, err, "replace fake disk sidecar %s", p)
 	}
 	return nil
 }
