@@ -178,7 +178,7 @@ func (s secrets) Resolve(ctx context.Context, req *connect.Request[v1.ResolveSec
 	if !ok || !ok2 {
 		return nil, errs.Invalid("ref", "want secret://<tenant>/<id>")
 	}
-	used, err := s.store.SecretUsedOnSite(ctx, req.Msg.Ref, site)
+	used, err := s.store.SecretUsedOnSite(ctx, tenant, req.Msg.Ref, site)
 	if err != nil {
 		return nil, err
 	}

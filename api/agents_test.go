@@ -226,4 +226,23 @@ func TestSecretsOnlyForTheSitesNodes(t *testing.T) {
 	if _, err := resolve(a.client(t, nil, nil)); kind(err) != "UNAUTHENTICATED" {
 		t.Errorf("Resolve without a certificate = %v, want UNAUTHENTICATED", err)
 	}
+	// A node of another tenant that names root's secret does not open it.
+	if err := a.store.CreateTenant(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	siteB, _, err := a.store.CreateSite(ctx, store.Site{TenantID: "b", Kind: "dedicated", Region: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poolB, err := a.store.CreatePool(ctx, store.Pool{TenantID: "b", SiteID: siteB.ID, Class: "c", Agent: "bcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.CreateNode(ctx, store.Node{ID: ids.New(ids.Node), TenantID: "b", SiteID: siteB.ID, PoolID: poolB.ID,
+		BMCAddress: "10.0.0.2", BMCDriver: "redfish", BMCCredentialsRef: ref}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolve(certFor(siteB.ID)); kind(err) != "NOT_FOUND" {
+		t.Errorf("Resolve of root's secret by tenant b's site = %v, want NOT_FOUND", err)
+	}
 }

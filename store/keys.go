@@ -96,11 +96,14 @@ func (s *Store) secretsAEAD(ctx context.Context) (cipher.AEAD, error) {
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
-// SecretUsedOnSite reports whether a live node of site uses ref as its BMC
-// credentials: the only secrets a site agent may resolve.
-func (s *Store) SecretUsedOnSite(ctx context.Context, ref, siteID string) (bool, error) {
+// SecretUsedOnSite reports whether a live node of tenantID on site uses ref
+// as its BMC credentials: the only secrets a site agent may resolve. The
+// node must be of the secret's own tenant (tenantID, as ref names it), so a
+// node that names another tenant's secret never opens it.
+func (s *Store) SecretUsedOnSite(ctx context.Context, tenantID, ref, siteID string) (bool, error) {
 	var used bool
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM metal_nodes
-		WHERE bmc_credentials_ref = $1 AND site_id = $2 AND state <> 'retired')`, ref, siteID).Scan(&used)
+		WHERE tenant_id = $1 AND bmc_credentials_ref = $2 AND site_id = $3 AND state <> 'retired')`,
+		tenantID, ref, siteID).Scan(&used)
 	return used, dbError("store.SecretUsedOnSite", err)
 }
