@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/emulate/redfishbmc"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/atomicfile"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 )
 
@@ -92,15 +93,14 @@ func loadIdentity(dir string) (identity, error) {
 	if !errors.Is(err, os.ErrNotExist) {
 		return identity{}, errs.Wrap(errs.Internal, err, "read %s", p)
 	}
-	var r [16 + 6]byte
+	var r [6]byte
 	_, _ = rand.Read(r[:]) // crypto/rand does not fail on Linux
-	r[6], r[8] = r[6]&0x0f|0x40, r[8]&0x3f|0x80
-	id.UUID = fmt.Sprintf("%x-%x-%x-%x-%x", r[0:4], r[4:6], r[6:8], r[8:10], r[10:16])
-	id.MACs = []string{fmt.Sprintf("52:54:00:%02x:%02x:%02x", r[16], r[17], r[18]),
-		fmt.Sprintf("52:54:00:%02x:%02x:%02x", r[19], r[20], r[21])}
+	id.UUID = redfishbmc.RandomUUID()
+	id.MACs = []string{fmt.Sprintf("52:54:00:%02x:%02x:%02x", r[0], r[1], r[2]),
+		fmt.Sprintf("52:54:00:%02x:%02x:%02x", r[3], r[4], r[5])}
 	b, _ = json.MarshalIndent(id, "", "  ")
-	if err := os.WriteFile(p, append(b, '\n'), 0o600); err != nil {
-		return identity{}, errs.Wrap(errs.Internal, err, "write %s", p)
+	if err := atomicfile.Write(p, append(b, '\n'), 0o600); err != nil {
+		return identity{}, err
 	}
 	return id, nil
 }

@@ -128,7 +128,7 @@ func (c *Config) fill() error {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.UUID == "" {
-		c.UUID = randomUUID()
+		c.UUID = RandomUUID()
 	}
 	if !isUUID(c.UUID) {
 		return errs.Invalid("uuid", "%q is not a UUID", c.UUID)
@@ -224,7 +224,9 @@ func (b *BMC) State() State {
 	}
 }
 
-func randomUUID() string {
+// RandomUUID returns a random (version 4) UUID in lowercase, the form an
+// emulated machine's system UUID takes.
+func RandomUUID() string {
 	var u [16]byte
 	_, _ = rand.Read(u[:]) // crypto/rand does not fail on Linux
 	u[6] = u[6]&0x0f | 0x40
