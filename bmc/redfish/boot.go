@@ -37,15 +37,11 @@ func (d *Driver) SetBootDevice(ctx context.Context, dev bmc.BootDevice, persiste
 		_, err := bmc.ParseBootDevice(string(dev))
 		return err
 	}
-	cn, err := d.connect(ctx, op)
+	cn, sys, err := d.connectSystem(ctx, op)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	sys, err := d.system(cn, op)
-	if err != nil {
-		return err
-	}
 	if allowed := allowedTargets(sys.RawData); len(allowed) > 0 && !slices.Contains(allowed, string(tgt)) {
 		return errs.New(errs.Unsupported, "BMC %s cannot boot %s from %q (Redfish target %s): it allows %s",
 			d.addr.HostPort(), sys.ODataID, dev, tgt, strings.Join(allowed, ", ")).WithOp(op)

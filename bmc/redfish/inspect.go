@@ -15,15 +15,11 @@ import (
 // BMC's firmware version. It changes nothing.
 func (d *Driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 	const op = "inspect"
-	cn, err := d.connect(ctx, op)
+	cn, sys, err := d.connectSystem(ctx, op)
 	if err != nil {
 		return bmc.Inventory{}, err
 	}
 	defer cn.close()
-	sys, err := d.system(cn, op)
-	if err != nil {
-		return bmc.Inventory{}, err
-	}
 	inv := bmc.Inventory{
 		Manufacturer: strings.TrimSpace(sys.Manufacturer),
 		Model:        strings.TrimSpace(sys.Model),

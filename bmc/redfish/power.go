@@ -19,15 +19,11 @@ func (d *Driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
 	if _, err := bmc.ParsePowerAction(string(action)); err != nil {
 		return err
 	}
-	cn, err := d.connect(ctx, op)
+	cn, sys, err := d.connectSystem(ctx, op)
 	if err != nil {
 		return err
 	}
 	defer cn.close()
-	sys, err := d.system(cn, op)
-	if err != nil {
-		return err
-	}
 	on, err := d.isOn(sys, op)
 	if err != nil {
 		return err
@@ -49,15 +45,11 @@ func (d *Driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
 // off or paused still counts as on.
 func (d *Driver) PowerState(ctx context.Context) (bmc.PowerState, error) {
 	const op = "power.state"
-	cn, err := d.connect(ctx, op)
+	cn, sys, err := d.connectSystem(ctx, op)
 	if err != nil {
 		return "", err
 	}
 	defer cn.close()
-	sys, err := d.system(cn, op)
-	if err != nil {
-		return "", err
-	}
 	on, err := d.isOn(sys, op)
 	if err != nil {
 		return "", err

@@ -108,6 +108,21 @@ func (d *Driver) connect(ctx context.Context, op string) (*conn, error) {
 	return &conn{c: c, cancel: cancel, logout: d.session}, nil
 }
 
+// connectSystem connects and finds the machine's ComputerSystem; the caller
+// closes the connection.
+func (d *Driver) connectSystem(ctx context.Context, op string) (*conn, *redfish.ComputerSystem, error) {
+	cn, err := d.connect(ctx, op)
+	if err != nil {
+		return nil, nil, err
+	}
+	sys, err := d.system(cn, op)
+	if err != nil {
+		cn.close()
+		return nil, nil, err
+	}
+	return cn, sys, nil
+}
+
 // system finds the machine's ComputerSystem: the one the address names, else
 // the only one.
 func (d *Driver) system(cn *conn, op string) (*redfish.ComputerSystem, error) {
