@@ -116,7 +116,7 @@ func (r *Relay) Run(ctx context.Context, cmd kinds.Command, progress func(kinds.
 	defer r.detach(c)
 	for {
 		r.mu.Lock()
-		changed, p := c.changed, c.progress
+		changed := c.changed
 		r.mu.Unlock()
 		select {
 		case <-c.done:
@@ -125,7 +125,7 @@ func (r *Relay) Run(ctx context.Context, cmd kinds.Command, progress func(kinds.
 			return kinds.Result{}, ctx.Err()
 		case <-changed:
 			r.mu.Lock()
-			p = c.progress
+			p := c.progress
 			r.mu.Unlock()
 			if progress != nil {
 				progress(p)
