@@ -5,6 +5,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/better-compute/better-compute/workflows"
 )
 
 // PrintBanner tells the operator where everything is.
@@ -19,7 +21,7 @@ func (cp *ControlPlane) PrintBanner(out io.Writer, took time.Duration) {
 	if cp.cfg.Only == OnlyAPI {
 		fmt.Fprintf(w, "  Worker\tnot run by this process (--only api)\n")
 	} else {
-		fmt.Fprintf(w, "  Worker\ttask queue %s\n", TaskQueue)
+		fmt.Fprintf(w, "  Worker\ttask queue %s\n", workflows.ControlPlaneQueue)
 	}
 	mode := "external"
 	if cp.temporal != nil {

@@ -85,7 +85,6 @@ type ControlPlane struct {
 	apiURL    string
 	dbURL     string
 	tokenPath string
-	closers   []func()
 }
 
 // Start starts every component Config asks for. On error, what started is stopped.

@@ -84,13 +84,9 @@ func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
 	return nil
 }
 
-// Dial connects to Temporal with the encrypting payload codec, retrying for
-// up to 30 seconds while the frontend comes up.
-func Dial(ctx context.Context, addr, namespace string, key []byte, log *slog.Logger) (client.Client, error) {
-	return dial(ctx, addr, namespace, key, nil, log)
-}
-
-// dial is Dial over TLS when tc is not nil.
+// dial connects to Temporal with the encrypting payload codec, over TLS
+// when tc is not nil, retrying for up to 30 seconds while the frontend
+// comes up.
 func dial(ctx context.Context, addr, namespace string, key []byte, tc *tls.Config, log *slog.Logger) (client.Client, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	dc := codec.NewDataConverter(key)

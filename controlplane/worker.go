@@ -8,11 +8,7 @@ import (
 	"github.com/better-compute/better-compute/activities/controlplane"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/worker"
-	"github.com/better-compute/better-compute/workflows"
 )
-
-// TaskQueue is the control plane's own task queue.
-const TaskQueue = workflows.ControlPlaneQueue
 
 // startWorker runs the control plane's Temporal worker: the metal verbs'
 // workflows and the control-plane activities.

@@ -5,12 +5,6 @@ import (
 	"time"
 )
 
-// Tenant is an isolation boundary: every other object belongs to exactly one.
-type Tenant struct {
-	ID        string
-	CreatedAt time.Time
-}
-
 // Site is a place with machines and one or more site agents. Key, when set, makes
 // its creation idempotent within the tenant.
 type Site struct {
