@@ -30,6 +30,24 @@ const (
 	Internal         Kind = "INTERNAL"          // a bug or an unexpected failure
 )
 
+// Kinds lists every kind, in the order above.
+func Kinds() []Kind {
+	return []Kind{NotFound, InvalidInput, InvalidState, Unsupported, UnverifiedWipe, DriverError,
+		Unauthenticated, PermissionDenied, AlreadyExists, ForbiddenTarget, Unavailable, Internal}
+}
+
+// FinalKinds are the kinds no retry can fix (not Retryable), as Temporal
+// application error types: a retry policy's NonRetryableErrorTypes.
+func FinalKinds() []string {
+	var out []string
+	for _, k := range Kinds() {
+		if !k.Retryable() {
+			out = append(out, string(k))
+		}
+	}
+	return out
+}
+
 // Retryable reports whether an activity failing with this kind may be retried.
 // Final kinds are non-retryable Temporal application errors.
 func (k Kind) Retryable() bool {

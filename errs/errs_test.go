@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -62,5 +63,14 @@ func TestFromCode(t *testing.T) {
 		if got := FromCode(code); got != want {
 			t.Errorf("FromCode(%q) = %s, want %s", code, got, want)
 		}
+	}
+}
+
+func TestFinalKinds(t *testing.T) {
+	t.Parallel()
+	want := []string{"NOT_FOUND", "INVALID_INPUT", "INVALID_STATE", "UNSUPPORTED", "UNVERIFIED_WIPE",
+		"UNAUTHENTICATED", "PERMISSION_DENIED", "ALREADY_EXISTS", "forbidden-target"}
+	if diff := cmp.Diff(want, FinalKinds()); diff != "" {
+		t.Errorf("FinalKinds() (-want +got):\n%s", diff)
 	}
 }

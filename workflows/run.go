@@ -41,15 +41,8 @@ func (r *run) cp(timeout time.Duration) workflow.Context {
 		TaskQueue:           ControlPlaneQueue,
 		StartToCloseTimeout: timeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
-			MaximumAttempts: 10, NonRetryableErrorTypes: finalKinds()},
+			MaximumAttempts: 10, NonRetryableErrorTypes: errs.FinalKinds()},
 	})
-}
-
-// finalKinds are the error kinds no retry can fix.
-func finalKinds() []string {
-	return []string{string(errs.NotFound), string(errs.InvalidInput), string(errs.InvalidState),
-		string(errs.Unsupported), string(errs.UnverifiedWipe), string(errs.Unauthenticated),
-		string(errs.PermissionDenied), string(errs.AlreadyExists), string(errs.ForbiddenTarget)}
 }
 
 // move moves the node to state to, compare-and-set from where it is.
@@ -103,7 +96,7 @@ func (r *run) siteOptions(step string, timeout time.Duration, heartbeat time.Dur
 		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    heartbeat,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
-			MaximumAttempts: 8, NonRetryableErrorTypes: finalKinds()},
+			MaximumAttempts: 8, NonRetryableErrorTypes: errs.FinalKinds()},
 	})
 }
 
