@@ -133,11 +133,13 @@ func (a *Activities) RevokeIdentity(ctx context.Context, in wf.DeploymentInput) 
 
 // StartCommand records a command sent (a local activity of the workflow).
 func (a *Activities) StartCommand(ctx context.Context, c wf.CommandRecord) error {
-	return a.Store.StartCommand(ctx, store.Command{ID: ids.New(ids.Command), TenantID: c.TenantID, NodeID: c.NodeID,
-		SiteID: c.SiteID, Kind: c.Kind, RunsOn: c.RunsOn, WorkflowID: c.WorkflowID, RunID: c.RunID, Step: c.Step})
+	return errs.ToTemporal(a.Store.StartCommand(ctx, store.Command{ID: ids.New(ids.Command), TenantID: c.TenantID,
+		NodeID: c.NodeID, SiteID: c.SiteID, Kind: c.Kind, RunsOn: c.RunsOn, WorkflowID: c.WorkflowID, RunID: c.RunID,
+		Step: c.Step}))
 }
 
 // FinishCommand records a command's outcome.
 func (a *Activities) FinishCommand(ctx context.Context, c wf.CommandRecord) error {
-	return a.Store.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1), c.ErrorKind, c.Error)
+	return errs.ToTemporal(a.Store.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1),
+		c.ErrorKind, c.Error))
 }
