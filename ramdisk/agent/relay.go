@@ -194,7 +194,17 @@ func (r *relay) do(ctx context.Context, method, path string, body []byte, ok ...
 	return nil, statusError(method, pathOnly(path), resp.StatusCode, out)
 }
 
+// statusError turns a non-success answer into an error. The relay says the
+// kind in its JSON body ({"kind", "error"}); other servers (the image cache
+// behind a proxy) only have the status, read as HTTP means it.
 func statusError(method, path string, code int, body []byte) error {
+	var relayErr struct {
+		Kind  string `json:"kind"`
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(body, &relayErr) == nil && relayErr.Kind != "" {
+		return errs.New(errs.Kind(relayErr.Kind), "%s %s: the relay answered %d: %s", method, path, code, relayErr.Error)
+	}
 	kind := errs.DriverError
 	switch {
 	case code == http.StatusTooManyRequests || code >= 500:
