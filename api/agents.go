@@ -44,12 +44,7 @@ type tlsStateKey struct{}
 // be served over TLS: join answers carry certificates and, to site agents,
 // the codec key.
 func (s *Server) AgentsHandler(a Agents) http.Handler {
-	opts := []connect.HandlerOption{
-		connect.WithCodec(strictJSON{"json"}),
-		connect.WithCodec(strictJSON{"json; charset=utf-8"}),
-		connect.WithReadMaxBytes(MaxBodyBytes),
-		connect.WithInterceptors(errorInterceptor(s.log)),
-	}
+	opts := s.handlerOptions()
 	mux := http.NewServeMux()
 	mux.Handle(bettercomputev1connect.NewJoinServiceHandler(join{s, a}, opts...))
 	mux.Handle(bettercomputev1connect.NewSecretsServiceHandler(secrets{s, a}, opts...))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/config"
+	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/store"
 )
 
@@ -59,12 +60,7 @@ func New(cfg Config) *Server {
 
 // Handler returns the HTTP handler serving every service and /healthz.
 func (s *Server) Handler() http.Handler {
-	opts := []connect.HandlerOption{
-		connect.WithCodec(strictJSON{"json"}),
-		connect.WithCodec(strictJSON{"json; charset=utf-8"}),
-		connect.WithReadMaxBytes(MaxBodyBytes),
-		connect.WithInterceptors(errorInterceptor(s.log), authInterceptor(s.store)),
-	}
+	opts := s.handlerOptions(authInterceptor(s.store))
 	mux := http.NewServeMux()
 	mux.Handle(bettercomputev1connect.NewTenantsServiceHandler(tenants{s}, opts...))
 	mux.Handle(bettercomputev1connect.NewSitesServiceHandler(sites{s}, opts...))
@@ -78,6 +74,25 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(bettercomputev1connect.NewCommandsServiceHandler(commands{s}, opts...))
 	mux.HandleFunc("GET /healthz", s.health)
 	return withKinds(mux)
+}
+
+// handlerOptions are every service's options: the strict JSON codec, the
+// body limit, and the error mapping before the interceptors given.
+func (s *Server) handlerOptions(interceptors ...connect.Interceptor) []connect.HandlerOption {
+	return []connect.HandlerOption{
+		connect.WithCodec(strictJSON{"json"}),
+		connect.WithCodec(strictJSON{"json; charset=utf-8"}),
+		connect.WithReadMaxBytes(MaxBodyBytes),
+		connect.WithInterceptors(append([]connect.Interceptor{errorInterceptor(s.log)}, interceptors...)...),
+	}
+}
+
+// needTemporal is UNAVAILABLE when this process has no Temporal client.
+func (s *Server) needTemporal() error {
+	if s.temporal == nil {
+		return errs.New(errs.Unavailable, "this process is not connected to Temporal")
+	}
+	return nil
 }
 
 // health answers 200 when Postgres and Temporal answer, 503 otherwise.

@@ -125,8 +125,8 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 
 // start starts verb v's workflow on node n, one operation per node at a time.
 func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.Input) (*connect.Response[v1.VerbResponse], error) {
-	if s.temporal == nil {
-		return nil, errs.New(errs.Unavailable, "this process is not connected to Temporal")
+	if err := s.needTemporal(); err != nil {
+		return nil, err
 	}
 	if v != nodestate.Enroll {
 		n, busy, err := s.settled(ctx, n)

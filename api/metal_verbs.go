@@ -91,8 +91,8 @@ func (s metal) Abort(ctx context.Context, r *connect.Request[v1.AbortRequest]) (
 	if err != nil {
 		return nil, err
 	}
-	if s.temporal == nil {
-		return nil, errs.New(errs.Unavailable, "this process is not connected to Temporal")
+	if err := s.needTemporal(); err != nil {
+		return nil, err
 	}
 	n, busy, err := s.settled(ctx, n)
 	if err != nil {

@@ -28,8 +28,8 @@ func (s workflows) List(ctx context.Context, req *connect.Request[v1.ListWorkflo
 	if err != nil {
 		return nil, err
 	}
-	if s.temporal == nil {
-		return nil, errs.New(errs.Unavailable, "this process is not connected to Temporal")
+	if err := s.needTemporal(); err != nil {
+		return nil, err
 	}
 	query := fmt.Sprintf("TenantId = %s", quoteQuery(t))
 	if n := req.Msg.NodeId; n != "" {
@@ -64,8 +64,8 @@ func (s workflows) Get(ctx context.Context, req *connect.Request[v1.GetWorkflowR
 	if err != nil {
 		return nil, err
 	}
-	if s.temporal == nil {
-		return nil, errs.New(errs.Unavailable, "this process is not connected to Temporal")
+	if err := s.needTemporal(); err != nil {
+		return nil, err
 	}
 	if req.Msg.WorkflowId == "" {
 		return nil, errs.Invalid("workflowId", "name the workflow")
