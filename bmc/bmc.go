@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/better-compute/better-compute/errs"
@@ -152,4 +153,15 @@ func joinAny[T ~string](xs []T) string {
 		s[i] = string(x)
 	}
 	return strings.Join(s, ", ")
+}
+
+// ParseMAC returns a 48-bit MAC in lowercase colon form, or INVALID_INPUT
+// naming field. It is the one way MACs are read, from operators, BMCs and
+// machines alike.
+func ParseMAC(field, s string) (string, error) {
+	hw, err := net.ParseMAC(strings.TrimSpace(s))
+	if err != nil || len(hw) != 6 {
+		return "", errs.Invalid(field, "%q is not a 48-bit MAC address", s)
+	}
+	return hw.String(), nil
 }

@@ -3,7 +3,6 @@ package redfish
 import (
 	"context"
 	"math"
-	"net"
 	"sort"
 	"strings"
 
@@ -54,12 +53,12 @@ func macs(nics []*redfish.EthernetInterface) []string {
 		if raw == "" {
 			raw = n.PermanentMACAddress
 		}
-		hw, err := net.ParseMAC(strings.TrimSpace(raw))
-		if err != nil || len(hw) != 6 || hw.String() == "00:00:00:00:00:00" || seen[hw.String()] {
+		mac, err := bmc.ParseMAC("macs", raw)
+		if err != nil || mac == "00:00:00:00:00:00" || seen[mac] {
 			continue
 		}
-		seen[hw.String()] = true
-		out = append(out, hw.String())
+		seen[mac] = true
+		out = append(out, mac)
 	}
 	sort.Strings(out)
 	return out

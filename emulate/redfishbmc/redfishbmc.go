@@ -136,11 +136,11 @@ func (c *Config) fill() error {
 	c.UUID = strings.ToLower(c.UUID)
 	c.MACs = append([]string(nil), c.MACs...)
 	for i, m := range c.MACs {
-		hw, err := net.ParseMAC(m)
-		if err != nil || len(hw) != 6 {
-			return errs.Invalid("macs", "%q is not a 48-bit MAC address", m)
+		mac, err := bmc.ParseMAC("macs", m)
+		if err != nil {
+			return err
 		}
-		c.MACs[i] = hw.String()
+		c.MACs[i] = mac
 	}
 	if c.Serial == "" {
 		c.Serial = "EMU-" + strings.ToUpper(strings.ReplaceAll(c.UUID, "-", "")[:12])

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"slices"
 	"sort"
@@ -78,15 +77,6 @@ func Open(path string, log *slog.Logger) (*Table, error) {
 		t.discoveries[d.MAC] = d
 	}
 	return t, nil
-}
-
-// NormalizeMAC returns a 48-bit MAC in lowercase colon form.
-func NormalizeMAC(s string) (string, error) {
-	hw, err := net.ParseMAC(s)
-	if err != nil || len(hw) != 6 {
-		return "", errs.Invalid("mac", "%q is not a 48-bit MAC address", s)
-	}
-	return hw.String(), nil
 }
 
 // SetEntry replaces the node's entry. A MAC that belonged to another node

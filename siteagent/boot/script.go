@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 )
@@ -56,7 +57,7 @@ func validEntry(e *kinds.BootEntry) error {
 	}
 	macs := make([]string, 0, len(e.MACs))
 	for _, m := range e.MACs {
-		n, err := NormalizeMAC(m)
+		n, err := bmc.ParseMAC("mac", m)
 		if err != nil {
 			return err
 		}
@@ -97,7 +98,7 @@ func (t *Table) Handler(p Params, ramdiskDir string) http.Handler {
 }
 
 func (t *Table) serveScript(w http.ResponseWriter, r *http.Request, p Params) {
-	mac, err := NormalizeMAC(r.URL.Query().Get("mac"))
+	mac, err := bmc.ParseMAC("mac", r.URL.Query().Get("mac"))
 	if err != nil {
 		http.Error(w, "better-compute: give the machine's MAC, /ipxe?mac=${net0/mac}", http.StatusBadRequest)
 		return
