@@ -2,16 +2,17 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/errs"
@@ -73,7 +74,8 @@ func (s workflows) Get(ctx context.Context, req *connect.Request[v1.GetWorkflowR
 	d, err := s.temporal.DescribeWorkflowExecution(ctx, req.Msg.WorkflowId, req.Msg.RunId)
 	notFound := errs.New(errs.NotFound, "workflow %q not found", req.Msg.WorkflowId)
 	if err != nil {
-		if strings.Contains(strings.ToLower(err.Error()), "not found") {
+		var missing *serviceerror.NotFound
+		if errors.As(err, &missing) {
 			return nil, notFound
 		}
 		return nil, errs.Wrap(errs.Unavailable, err, "describe workflow")
@@ -89,9 +91,7 @@ func workflowOut(e *workflowpb.WorkflowExecutionInfo) *v1.Workflow {
 	w := &v1.Workflow{WorkflowId: e.GetExecution().GetWorkflowId(), RunId: e.GetExecution().GetRunId(),
 		Type: e.GetType().GetName(), Status: strings.ToLower(strings.TrimPrefix(e.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_")),
 		StartTime: e.GetStartTime()}
-	if e.GetCloseTime() != nil {
-		w.CloseTime = timestamppb.New(e.GetCloseTime().AsTime())
-	}
+	w.CloseTime = e.GetCloseTime()
 	fields := e.GetSearchAttributes().GetIndexedFields()
 	w.TenantId = attrString(fields, "TenantId")
 	w.NodeId = attrString(fields, "NodeId")
