@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/better-compute/better-compute/errs"
@@ -39,12 +40,9 @@ func (c *checks) name(field, v string) {
 }
 
 func (c *checks) oneOf(field, v string, allowed ...string) {
-	for _, a := range allowed {
-		if v == a {
-			return
-		}
+	if !slices.Contains(allowed, v) {
+		c.fail(field, "want one of %s, got %q", strings.Join(allowed, ", "), v)
 	}
-	c.fail(field, "want one of %s, got %q", strings.Join(allowed, ", "), v)
 }
 
 // key checks an idempotency key: optional, short, printable.

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 
 	"gopkg.in/yaml.v3"
@@ -100,18 +101,9 @@ func validate(id string, p HardwareProfile) error {
 	}
 	for role, got := range map[string]string{"power": p.Drivers.Power, "management": p.Drivers.Management,
 		"boot": p.Drivers.Boot, "deploy": p.Drivers.Deploy} {
-		if !contains(knownDrivers[role], got) {
+		if !slices.Contains(knownDrivers[role], got) {
 			return errs.Invalid(field+".drivers."+role, "driver %q is not one of %v", got, knownDrivers[role])
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
