@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"regexp"
 	"strings"
@@ -86,15 +85,17 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 		c.fail("bmc.credentials", "give both username and password")
 	case creds == nil && !refPattern.MatchString(b.GetCredentialsRef()):
 		c.fail("bmc.credentialsRef", "want a secret://, env:// or vault:// reference")
+	case strings.HasPrefix(b.GetCredentialsRef(), "secret://") && !strings.HasPrefix(b.GetCredentialsRef(), "secret://"+tenant+"/"):
+		c.fail("bmc.credentialsRef", "a secret:// reference names a secret of this tenant: secret://%s/<id>", tenant)
 	}
 	macs := make([]string, 0, len(m.Macs))
 	for i, raw := range m.Macs {
-		hw, err := net.ParseMAC(raw)
-		if err != nil || len(hw) != 6 {
+		mac, err := bmc.ParseMAC(fmt.Sprintf("macs[%d]", i), raw)
+		if err != nil {
 			c.fail(fmt.Sprintf("macs[%d]", i), "not a MAC address: %q", raw)
 			continue
 		}
-		macs = append(macs, hw.String())
+		macs = append(macs, mac)
 	}
 	if m.ProductUuid != "" && !uuidPattern.MatchString(m.ProductUuid) {
 		c.fail("productUuid", "not a UUID: %q", m.ProductUuid)
@@ -129,8 +130,9 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 		return nil, err
 	}
 	if v != nodestate.Enroll {
-		n, busy, err := s.settled(ctx, n)
-		if err != nil {
+		var busy *workflowpb.WorkflowExecutionInfo
+		var err error
+		if n, busy, err = s.settled(ctx, n); err != nil {
 			return nil, err
 		}
 		if busy != nil {

@@ -137,3 +137,20 @@ func TestPoolsImagesProfiles(t *testing.T) {
 		t.Errorf("hardwareProfiles.list = %v", hw)
 	}
 }
+
+// TestEnrollRefusesAnotherTenantsSecret: a secret:// reference names a
+// secret of the caller's tenant; nothing is written otherwise.
+func TestEnrollRefusesAnotherTenantsSecret(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	site := nested(e.ok(e.acme, sitesCreate, `{"kind":"shared","region":"lab-1"}`), "site", "id")
+	pool := nested(e.ok(e.acme, poolsCreate, fmt.Sprintf(`{"siteId":%q,"class":"metal-host"}`, site)), "pool", "id")
+	body := fmt.Sprintf(`{"siteId":%q,"poolId":%q,"bmc":{"address":"10.0.0.5","driver":"redfish","credentialsRef":"secret://root/sec_x"}}`, site, pool)
+	code, out := e.call(e.acme, "/bettercompute.v1.MetalService/Enroll", body)
+	if code != 400 || kindOf(out) != "INVALID_INPUT" || field(out) != "bmc.credentialsRef" {
+		t.Errorf("enroll with root's secret from acme = %d %s %q, want INVALID_INPUT bmc.credentialsRef", code, kindOf(out), field(out))
+	}
+	if l := e.ok(e.acme, "/bettercompute.v1.MetalService/List", `{}`); l["items"] != nil {
+		t.Errorf("nodes after the refused enroll = %v, want none", l)
+	}
+}

@@ -83,6 +83,11 @@ func (s *Store) OpenSecret(ctx context.Context, tenantID, id string) ([]byte, er
 }
 
 func (s *Store) secretsAEAD(ctx context.Context) (cipher.AEAD, error) {
+	s.secretsMu.Lock()
+	defer s.secretsMu.Unlock()
+	if s.secrets != nil {
+		return s.secrets, nil
+	}
 	key, err := s.setting(ctx, secretsKeySetting)
 	if err != nil {
 		return nil, err
@@ -91,7 +96,10 @@ func (s *Store) secretsAEAD(ctx context.Context) (cipher.AEAD, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secrets key: %w", err)
 	}
-	return cipher.NewGCM(block)
+	if s.secrets, err = cipher.NewGCM(block); err != nil {
+		return nil, err
+	}
+	return s.secrets, nil
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

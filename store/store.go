@@ -8,7 +8,9 @@ package store
 
 import (
 	"context"
+	"crypto/cipher"
 	"errors"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,6 +22,11 @@ import (
 // Store is the database of the control plane.
 type Store struct {
 	pool *pgxpool.Pool
+
+	// secrets seals and opens secrets; made from the shared key on first use
+	// (the key never changes once written).
+	secretsMu sync.Mutex
+	secrets   cipher.AEAD
 }
 
 // Open connects to the database at url (a postgres:// URL or key=value DSN) and
