@@ -100,7 +100,10 @@ func dial(ctx context.Context, addr, namespace string, key []byte, tc *tls.Confi
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return nil, errs.Wrap(errs.Unavailable, err, "cannot reach Temporal at %s (check --temporal-address)", addr)
 		}
-		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 
