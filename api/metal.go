@@ -129,18 +129,15 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 	if err := s.needTemporal(); err != nil {
 		return nil, err
 	}
-	if v != nodestate.Enroll {
-		var busy *workflowpb.WorkflowExecutionInfo
-		var err error
-		if n, busy, err = s.settled(ctx, n); err != nil {
-			return nil, err
-		}
-		if busy != nil {
-			return nil, busyError(n.ID, busy)
-		}
-		if err := nodestate.CheckVerb(v, n.State); err != nil {
-			return nil, err
-		}
+	n, busy, err := s.settled(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	if busy != nil {
+		return nil, busyError(n.ID, busy)
+	}
+	if err := nodestate.CheckVerb(v, n.State); err != nil {
+		return nil, err
 	}
 	spec := wf.Verbs[v]
 	in.TenantID, in.NodeID = n.TenantID, n.ID

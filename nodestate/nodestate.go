@@ -108,6 +108,7 @@ const (
 // verbs says from which states each verb may start. Abort is special: it
 // acts on a running workflow, whatever the state.
 var verbs = map[Verb][]State{
+	Enroll:   {Enrolling}, // runs once, on the node enrollment just created
 	Manage:   {Ready, Failed},
 	Inspect:  {Ready, Manageable},
 	Provide:  {Manageable},

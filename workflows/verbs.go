@@ -24,12 +24,8 @@ func verb(ctx workflow.Context, in Input, v nodestate.Verb, body func(r *run) (*
 	if err != nil {
 		return Result{}, err
 	}
-	if v != nodestate.Enroll {
-		if err := nodestate.CheckVerb(v, r.state); err != nil {
-			return Result{}, errs.ToTemporal(err)
-		}
-	} else if r.state != nodestate.Enrolling {
-		return Result{}, errs.ToTemporal(errs.New(errs.InvalidState, "node %s is %s; enroll runs once, on a new node", in.NodeID, r.state))
+	if err := nodestate.CheckVerb(v, r.state); err != nil {
+		return Result{}, errs.ToTemporal(err)
 	}
 	defer func() {
 		if err != nil {
