@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto"
 	"crypto/tls"
 	"encoding/json"
 	"net/http"
@@ -95,6 +96,19 @@ func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*
 	if err != nil {
 		return nil, err
 	}
+	out, err := s.certify(ctx, adm, pub, m.PublicKeyPem, m.ServeHosts)
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "agent joined", "role", adm.role, "identity", adm.identity, "site", adm.site)
+	return connect.NewResponse(out), nil
+}
+
+// certify issues the admitted agent's certificate for pub (and, to a site
+// agent that names serve hosts, its serving certificate), records it, and
+// builds the answer: a site agent also gets its Temporal settings and the
+// codec key.
+func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, pubPEM []byte, serveHosts []string) (*v1.JoinResponse, error) {
 	certPEM, err := s.a.CA.Issue(pub, adm.role, adm.identity, adm.ttl)
 	if err != nil {
 		return nil, err
@@ -105,8 +119,8 @@ func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*
 		out.TemporalAddress, out.TemporalNamespace = s.a.TemporalAddress, s.a.TemporalNamespace
 		out.TaskQueue, out.CodecKey = kinds.SiteTaskQueue(adm.site), s.a.CodecKey
 		out.TemporalTls, out.TemporalServerName = s.a.TemporalTLS, s.a.TemporalServerName
-		if len(m.ServeHosts) > 0 {
-			if out.ServingCertPem, err = s.a.CA.IssueServer(pub, adm.role, adm.identity, m.ServeHosts, adm.ttl); err != nil {
+		if len(serveHosts) > 0 {
+			if out.ServingCertPem, err = s.a.CA.IssueServer(pub, adm.role, adm.identity, serveHosts, adm.ttl); err != nil {
 				return nil, err
 			}
 		}
@@ -117,11 +131,10 @@ func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*
 	}
 	if err := s.store.RecordCertificate(ctx, store.Certificate{Serial: cert.SerialNumber.Text(16), TenantID: adm.tenant,
 		Role: string(adm.role), Identity: adm.identity, SiteID: adm.site, TokenID: adm.token,
-		PublicKey: m.PublicKeyPem, CertPEM: certPEM, ExpiresAt: cert.NotAfter}); err != nil {
+		PublicKey: pubPEM, CertPEM: certPEM, ExpiresAt: cert.NotAfter}); err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "agent joined", "role", adm.role, "identity", adm.identity, "site", adm.site)
-	return connect.NewResponse(out), nil
+	return out, nil
 }
 
 // admit consumes the token for the role asked. A ramdisk or machine token

@@ -246,3 +246,107 @@ func TestSecretsOnlyForTheSitesNodes(t *testing.T) {
 		t.Errorf("Resolve of root's secret by tenant b's site = %v, want NOT_FOUND", err)
 	}
 }
+
+// recordedSiteCert issues a site certificate of ttl for the env's site,
+// records it as a join would, and returns it with its key.
+func (a *agentsEnv) recordedSiteCert(t *testing.T, ttl time.Duration) ([]byte, crypto.Signer) {
+	t.Helper()
+	key, _, err := pki.NewEd25519Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := a.ca.Issue(key.Public(), pki.RoleSite, a.site, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := pki.ParseCert(certPEM)
+	pub, _ := pki.MarshalPublicKey(key.Public())
+	if err := a.store.RecordCertificate(context.Background(), store.Certificate{Serial: cert.SerialNumber.Text(16), TenantID: "root",
+		Role: "site", Identity: a.site, SiteID: a.site, TokenID: "sitetok_test", PublicKey: pub, CertPEM: certPEM, ExpiresAt: cert.NotAfter}); err != nil {
+		t.Fatal(err)
+	}
+	return certPEM, key
+}
+
+func (a *agentsEnv) renew(hc *http.Client, hosts ...string) (*v1.JoinResponse, error) {
+	resp, err := bettercomputev1connect.NewJoinServiceClient(hc, a.url).Renew(context.Background(),
+		connect.NewRequest(&v1.RenewRequest{ServeHosts: hosts}))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+func TestRenewSiteCertificate(t *testing.T) {
+	t.Parallel()
+	a := newAgentsEnv(t)
+	ctx := context.Background()
+	oldPEM, key := a.recordedSiteCert(t, time.Hour)
+	old, _ := pki.ParseCert(oldPEM)
+	resp, err := a.renew(a.client(t, oldPEM, key), "127.0.0.1")
+	if err != nil {
+		t.Fatalf("Renew(site cert) = %v", err)
+	}
+	cert, err := pki.ParseCert(resp.CertPem)
+	if err != nil {
+		t.Fatalf("Renew() cert = %v", err)
+	}
+	role, id, err := a.ca.Verify(cert)
+	if err != nil || role != pki.RoleSite || id != a.site {
+		t.Errorf("Renew() cert = %s %s %v, want site %s", role, id, err, a.site)
+	}
+	if !pki.PublicKeyOf(cert).(interface{ Equal(crypto.PublicKey) bool }).Equal(key.Public()) {
+		t.Errorf("Renew() certified another key, want the caller's")
+	}
+	if !cert.NotAfter.After(old.NotAfter) || cert.SerialNumber.Cmp(old.SerialNumber) == 0 {
+		t.Errorf("Renew() NotAfter = %v serial %v, want after %v and a new serial", cert.NotAfter, cert.SerialNumber, old.NotAfter)
+	}
+	if resp.TaskQueue != "site/"+a.site || len(resp.CodecKey) == 0 || !resp.TemporalTls || len(resp.ServingCertPem) == 0 || resp.TenantId != "root" {
+		t.Errorf("Renew() = queue %q codec %d bytes tls %v serving %d bytes tenant %q; want a site join's answer",
+			resp.TaskQueue, len(resp.CodecKey), resp.TemporalTls, len(resp.ServingCertPem), resp.TenantId)
+	}
+	if serving, err := pki.ParseCert(resp.ServingCertPem); err != nil || serving.VerifyHostname("127.0.0.1") != nil {
+		t.Errorf("Renew() serving cert = %v; want one for 127.0.0.1", err)
+	}
+	// The renewed certificate renews in turn, without serve hosts no
+	// serving certificate, and a revocation of the site revokes both.
+	again, err := a.renew(a.client(t, resp.CertPem, key))
+	if err != nil || len(again.ServingCertPem) != 0 {
+		t.Fatalf("Renew(renewed cert) = %v; want a certificate and no serving certificate", err)
+	}
+	if n, _ := a.store.RevokeIdentity(ctx, "root", a.site); n != 3 {
+		t.Errorf("RevokeIdentity after two renewals = %d, want 3", n)
+	}
+	if _, err := a.renew(a.client(t, resp.CertPem, key)); kind(err) != "UNAUTHENTICATED" {
+		t.Errorf("Renew(revoked cert) = %v, want UNAUTHENTICATED", err)
+	}
+}
+
+func TestRenewRefused(t *testing.T) {
+	t.Parallel()
+	a := newAgentsEnv(t)
+	ctx := context.Background()
+	revokedPEM, revokedKey := a.recordedSiteCert(t, time.Hour)
+	if _, err := a.store.RevokeIdentity(ctx, "root", a.site); err != nil {
+		t.Fatal(err)
+	}
+	unknownKey, _, _ := pki.NewEd25519Key()
+	unknownPEM, _ := a.ca.Issue(unknownKey.Public(), pki.RoleSite, a.site, time.Hour)
+	ramdiskKey, _, _ := pki.NewEd25519Key()
+	ramdiskPEM, _ := a.ca.Issue(ramdiskKey.Public(), pki.RoleRamdisk, ids.New(ids.Node), time.Hour)
+	tests := []struct {
+		name string
+		hc   *http.Client
+		want string
+	}{
+		{"no certificate", a.client(t, nil, nil), "UNAUTHENTICATED"},
+		{"revoked", a.client(t, revokedPEM, revokedKey), "UNAUTHENTICATED"},
+		{"never recorded", a.client(t, unknownPEM, unknownKey), "UNAUTHENTICATED"},
+		{"ramdisk", a.client(t, ramdiskPEM, ramdiskKey), "PERMISSION_DENIED"},
+	}
+	for _, tt := range tests {
+		if _, err := a.renew(tt.hc, "127.0.0.1"); kind(err) != tt.want {
+			t.Errorf("Renew(%s) = %v, want %s", tt.name, err, tt.want)
+		}
+	}
+}

@@ -18,7 +18,6 @@ import (
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
-	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
 	"github.com/better-compute/better-compute/siteagent/relay"
@@ -28,15 +27,11 @@ import (
 // serve starts the boot listener (plain HTTP) and the relay (TLS presenting
 // [serving leaf, CA], client certificates verified when given).
 func (a *Agent) serve(bootLn, relayLn net.Listener) error {
-	pair, err := tls.X509KeyPair(append(append([]byte{}, a.id.servingPEM...), a.id.caPEM...), a.id.keyPEM)
-	if err != nil {
-		return errs.Wrap(errs.InvalidState, err, "the serving certificate in %s does not match the agent's key", a.cfg.DataDir)
-	}
 	relayTLS := &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{pair},
-		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    a.id.caPool,
+		MinVersion:     tls.VersionTLS13,
+		GetCertificate: a.id.certs.servingCert, // the current one: a renewal replaces it
+		ClientAuth:     tls.VerifyClientCertIfGiven,
+		ClientCAs:      a.id.caPool,
 	}
 	params := boot.Params{BootURL: a.bootURL, RelayURL: a.relayURL, CAFingerprint: a.id.caFingerprint}
 	bootMux := http.NewServeMux()
@@ -123,7 +118,8 @@ func (a *Agent) startWorker() error {
 
 // temporalTLS is how the worker dials Temporal: mutual TLS with the
 // agent's certificate when the join said so (or Config.TemporalTLS forces
-// it), else nil for plain.
+// it), else nil for plain. New connections present the current
+// certificate, so a renewal needs no restart.
 func (a *Agent) temporalTLS() (*tls.Config, error) {
 	if !a.id.TemporalTLS && !a.cfg.TemporalTLS {
 		return nil, nil
@@ -136,7 +132,7 @@ func (a *Agent) temporalTLS() (*tls.Config, error) {
 		}
 		name = host
 	}
-	return pki.ClientTLS(a.id.caPool, a.id.certPEM, a.id.keyPEM, name)
+	return a.id.certs.clientTLS(a.id.caPool, name)
 }
 
 func workerIdentity(id *identity) string {

@@ -62,7 +62,13 @@ type Config struct {
 	// DisableWorker skips the Temporal worker: tests and emulation drive
 	// Agent.Activities directly.
 	DisableWorker bool
-	Logger        *slog.Logger
+	// Now is the renewal's clock; time.Now when nil.
+	Now func() time.Time
+	// RenewCheckEvery is how often the agent checks whether its
+	// certificate is due for renewal (after a check at start); an hour
+	// when zero.
+	RenewCheckEvery time.Duration
+	Logger          *slog.Logger
 }
 
 // Agent is a running site agent.
@@ -76,6 +82,13 @@ type Agent struct {
 	acts  *site.Activities
 	// attempts reports command retries to the control plane.
 	attempts *site.AttemptsClient
+	// cp is the mTLS client to the control plane; relayHost goes into
+	// renewed serving certificates.
+	cp        *http.Client
+	relayHost string
+	// stopRenewal ends the renewal loop; renewalDone closes when it has.
+	stopRenewal context.CancelFunc
+	renewalDone chan struct{}
 
 	bootURL, relayURL string
 	servers           []*http.Server
@@ -136,6 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		closeAll()
 		return nil, err
 	}
+	a.startRenewal()
 	if !cfg.DisableWorker {
 		if err := a.startWorker(); err != nil {
 			a.Stop()
@@ -154,6 +168,12 @@ func (c *Config) check() error {
 	if c.LookupEnv == nil {
 		c.LookupEnv = os.LookupEnv
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.RenewCheckEvery <= 0 {
+		c.RenewCheckEvery = time.Hour
+	}
 	for _, f := range []struct{ name, v string }{
 		{"data-dir", c.DataDir}, {"boot-listen", c.BootListen}, {"relay-listen", c.RelayListen},
 		{"control-plane-url", c.ControlPlaneURL},
@@ -171,7 +191,7 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	if err != nil {
 		return err
 	}
-	a.id = id
+	a.id, a.relayHost = id, host
 	if leaf, err := pki.ParseCert(id.servingPEM); err == nil && leaf.VerifyHostname(host) != nil {
 		a.log.Warn("the relay's serving certificate does not name the advertised host; ramdisks will refuse it",
 			"host", host, "dnsNames", leaf.DNSNames, "ips", leaf.IPAddresses)
@@ -186,6 +206,7 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	if err != nil {
 		return err
 	}
+	a.cp = cp
 	if a.relay, err = relay.New(relay.Config{TrustDomain: id.trustDomain, Join: joinProxy(cp, a.cfg.ControlPlaneURL), Logger: a.log}); err != nil {
 		return err
 	}
@@ -205,6 +226,10 @@ func (a *Agent) Stop() {
 		}
 		if a.tc != nil {
 			a.tc.Close()
+		}
+		if a.stopRenewal != nil {
+			a.stopRenewal()
+			<-a.renewalDone
 		}
 		if a.cancelServe != nil {
 			a.cancelServe()

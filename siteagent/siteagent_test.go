@@ -54,7 +54,7 @@ func TestFirstStartJoinsAndRestartDoesNot(t *testing.T) {
 		t.Errorf("SiteID() after restart = %q, want %q", b.SiteID(), cp.SiteID)
 	}
 	tc, err := b.temporalTLS()
-	if err != nil || tc == nil || tc.ServerName != fakecp.TemporalServerName || len(tc.Certificates) != 1 {
+	if err != nil || tc == nil || tc.ServerName != fakecp.TemporalServerName || tc.GetClientCertificate == nil {
 		t.Errorf("temporalTLS() after restart = %+v, %v; want mTLS to %s with the agent's certificate", tc, err, fakecp.TemporalServerName)
 	}
 	sum := sha256.Sum256(cp.CA.Certificate().Raw)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
@@ -61,6 +62,9 @@ type identity struct {
 	caPool                             *x509.CertPool
 	trustDomain                        string
 	caFingerprint                      string // sha256 hex of the CA's DER
+	// certs are the certificates the live TLS configs present; a renewal
+	// replaces them.
+	certs *liveCerts
 }
 
 // loadOrJoin loads the agent's identity from the data dir, joining first
@@ -191,31 +195,34 @@ func loadIdentity(dir string) (*identity, error) {
 	if role, _, err := pki.Identify(leaf, id.trustDomain); err != nil || role != pki.RoleSite {
 		return nil, errs.New(errs.InvalidState, "the agent's certificate is not a site agent's")
 	}
+	if id.certs, err = newLiveCerts(id.keyPEM, id.certPEM, id.servingPEM, id.caPEM); err != nil {
+		return nil, errs.Wrap(errs.InvalidState, err, "%s: move it away and join again with a new site token", dir)
+	}
 	return id, nil
 }
 
 // controlPlaneClient returns an HTTP client that verifies the control plane
-// against the CA (cfg.CAFile before the join, the saved CA after) and
-// presents certPEM/keyPEM when given.
+// against the CA (cfg.CAFile before the join, the saved CA after) and,
+// after the join, presents the agent's current certificate.
 func controlPlaneClient(cfg *Config, id *identity) (*http.Client, error) {
 	u, err := url.Parse(cfg.ControlPlaneURL)
 	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
 		return nil, errs.Invalid("control-plane-url", "the control plane URL must be https://host:port")
 	}
-	var pool *x509.CertPool
-	var certPEM, keyPEM []byte
+	var tc *tls.Config
 	if id != nil {
-		pool, certPEM, keyPEM = id.caPool, id.certPEM, id.keyPEM
+		tc, err = id.certs.clientTLS(id.caPool, u.Hostname())
 	} else {
-		b, err := os.ReadFile(cfg.CAFile)
-		if err != nil {
-			return nil, errs.Wrap(errs.InvalidInput, err, "cannot read the CA file (--ca-file)")
+		b, rerr := os.ReadFile(cfg.CAFile)
+		if rerr != nil {
+			return nil, errs.Wrap(errs.InvalidInput, rerr, "cannot read the CA file (--ca-file)")
 		}
-		if pool, err = pki.PoolFromPEM(b); err != nil {
-			return nil, err
+		pool, perr := pki.PoolFromPEM(b)
+		if perr != nil {
+			return nil, perr
 		}
+		tc, err = pki.ClientTLS(pool, nil, nil, u.Hostname())
 	}
-	tc, err := pki.ClientTLS(pool, certPEM, keyPEM, u.Hostname())
 	if err != nil {
 		return nil, err
 	}

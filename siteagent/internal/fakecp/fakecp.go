@@ -1,6 +1,7 @@
 // Package fakecp owns a fake control plane for the site agent's tests: a
 // real TLS server (certificate from a real project CA) serving the
-// JoinService and SecretsService over Connect, counting calls.
+// JoinService (Join and Renew) and SecretsService over Connect, counting
+// calls and noting which client certificate callers present.
 package fakecp
 
 import (
@@ -36,11 +37,18 @@ type CP struct {
 	Srv    *httptest.Server
 	SiteID string
 	Joins  atomic.Int32 // JoinService.Join calls
+	Renews atomic.Int32 // JoinService.Renew calls, answered or refused
+	// RenewTTL is the lifetime of renewed certificates; RefuseRenew makes
+	// Renew fail UNAVAILABLE.
+	RenewTTL    time.Duration
+	RefuseRenew atomic.Bool
 	// Secrets are the values SecretsService resolves, by reference.
 	Secrets map[string]map[string]string
 
 	mu       sync.Mutex
 	lastJoin *v1.JoinRequest
+	// lastPeer is the serial of the last client certificate presented.
+	lastPeer string
 }
 
 // Start runs a fake control plane until the test ends.
@@ -51,12 +59,13 @@ func Start(t testing.TB) *CP {
 	if err != nil {
 		t.Fatalf("pki.Init() = %v", err)
 	}
-	cp := &CP{CA: ca, CAFile: dir + "/" + pki.CACertFile, SiteID: "site_01k5w0000000000000000000aa", Secrets: map[string]map[string]string{}}
+	cp := &CP{CA: ca, CAFile: dir + "/" + pki.CACertFile, SiteID: "site_01k5w0000000000000000000aa", Secrets: map[string]map[string]string{},
+		RenewTTL: 2 * time.Hour}
 	mux := http.NewServeMux()
 	mux.Handle(bettercomputev1connect.NewJoinServiceHandler(cp))
 	path, h := bettercomputev1connect.NewSecretsServiceHandler(cp)
 	mux.Handle(path, cp.requireSite(h))
-	cp.Srv = httptest.NewUnstartedServer(mux)
+	cp.Srv = httptest.NewUnstartedServer(cp.notePeer(mux))
 	cp.Srv.TLS = cp.ServerTLS(t, tls.VerifyClientCertIfGiven)
 	cp.Srv.EnableHTTP2 = true
 	cp.Srv.StartTLS()
@@ -87,6 +96,56 @@ func (cp *CP) ServerTLS(t testing.TB, auth tls.ClientAuthType) *tls.Config {
 
 // URL is the control plane's base URL.
 func (cp *CP) URL() string { return cp.Srv.URL }
+
+// LastPeerSerial returns the serial (hex) of the last client certificate a
+// caller presented, "" before any.
+func (cp *CP) LastPeerSerial() string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.lastPeer
+}
+
+type tlsKey struct{}
+
+// notePeer records the serial of the client certificate of each request
+// and hands handlers the request's TLS state.
+func (cp *CP) notePeer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			cp.mu.Lock()
+			cp.lastPeer = r.TLS.PeerCertificates[0].SerialNumber.Text(16)
+			cp.mu.Unlock()
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tlsKey{}, r.TLS)))
+	})
+}
+
+// Renew renews a verified site agent's certificates for the key of the
+// certificate it presents, RenewTTL long.
+func (cp *CP) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error) {
+	cp.Renews.Add(1)
+	if cp.RefuseRenew.Load() {
+		return nil, connect.NewError(connect.CodeUnavailable, errs.New(errs.Unavailable, "renewals are refused"))
+	}
+	st, _ := ctx.Value(tlsKey{}).(*tls.ConnectionState)
+	if st == nil {
+		return nil, connect.NewError(connect.CodeUnauthenticated, errs.New(errs.Unauthenticated, "no TLS"))
+	}
+	role, id, err := pki.PeerIdentity(*st, TrustDomain)
+	if err != nil || role != pki.RoleSite || id != cp.SiteID {
+		return nil, connect.NewError(connect.CodeUnauthenticated, errs.New(errs.Unauthenticated, "site agents of %s only", cp.SiteID))
+	}
+	pub := pki.PublicKeyOf(st.PeerCertificates[0])
+	resp := &v1.JoinResponse{CaPem: cp.CA.CertPEM(), SiteId: cp.SiteID, TenantId: "tnt_root", Identity: cp.SiteID}
+	resp.CertPem, err = cp.CA.Issue(pub, pki.RoleSite, cp.SiteID, cp.RenewTTL)
+	if err == nil && len(req.Msg.GetServeHosts()) > 0 {
+		resp.ServingCertPem, err = cp.CA.IssueServer(pub, pki.RoleSite, cp.SiteID, req.Msg.GetServeHosts(), cp.RenewTTL)
+	}
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	return connect.NewResponse(resp), nil
+}
 
 // LastJoin returns the last join request.
 func (cp *CP) LastJoin() *v1.JoinRequest {

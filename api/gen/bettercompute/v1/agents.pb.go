@@ -21,6 +21,52 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RenewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The names and addresses the site agent's relay listener serves on, put
+	// in its new serving certificate; none, no serving certificate.
+	ServeHosts    []string `protobuf:"bytes,1,rep,name=serve_hosts,json=serveHosts,proto3" json:"serve_hosts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RenewRequest) GetServeHosts() []string {
+	if x != nil {
+		return x.ServeHosts
+	}
+	return nil
+}
+
 type JoinRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Token string                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
@@ -37,7 +83,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[0]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +95,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[0]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +108,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{0}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -122,7 +168,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[1]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +180,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[1]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +193,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{1}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *JoinResponse) GetCertPem() []byte {
@@ -243,7 +289,7 @@ type ResolveSecretRequest struct {
 
 func (x *ResolveSecretRequest) Reset() {
 	*x = ResolveSecretRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[2]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +301,7 @@ func (x *ResolveSecretRequest) String() string {
 func (*ResolveSecretRequest) ProtoMessage() {}
 
 func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[2]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +314,7 @@ func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretRequest.ProtoReflect.Descriptor instead.
 func (*ResolveSecretRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ResolveSecretRequest) GetRef() string {
@@ -287,7 +333,7 @@ type ResolveSecretResponse struct {
 
 func (x *ResolveSecretResponse) Reset() {
 	*x = ResolveSecretResponse{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[3]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +345,7 @@ func (x *ResolveSecretResponse) String() string {
 func (*ResolveSecretResponse) ProtoMessage() {}
 
 func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[3]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +358,7 @@ func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretResponse.ProtoReflect.Descriptor instead.
 func (*ResolveSecretResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ResolveSecretResponse) GetValues() map[string]string {
@@ -335,7 +381,7 @@ type ReportAttemptRequest struct {
 
 func (x *ReportAttemptRequest) Reset() {
 	*x = ReportAttemptRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -347,7 +393,7 @@ func (x *ReportAttemptRequest) String() string {
 func (*ReportAttemptRequest) ProtoMessage() {}
 
 func (x *ReportAttemptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -360,7 +406,7 @@ func (x *ReportAttemptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAttemptRequest.ProtoReflect.Descriptor instead.
 func (*ReportAttemptRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReportAttemptRequest) GetWorkflowId() string {
@@ -399,7 +445,7 @@ type ReportAttemptResponse struct {
 
 func (x *ReportAttemptResponse) Reset() {
 	*x = ReportAttemptResponse{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +457,7 @@ func (x *ReportAttemptResponse) String() string {
 func (*ReportAttemptResponse) ProtoMessage() {}
 
 func (x *ReportAttemptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,14 +470,17 @@ func (x *ReportAttemptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAttemptResponse.ProtoReflect.Descriptor instead.
 func (*ReportAttemptResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{6}
 }
 
 var File_bettercompute_v1_agents_proto protoreflect.FileDescriptor
 
 const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\n" +
-	"\x1dbettercompute/v1/agents.proto\x12\x10bettercompute.v1\"~\n" +
+	"\x1dbettercompute/v1/agents.proto\x12\x10bettercompute.v1\"/\n" +
+	"\fRenewRequest\x12\x1f\n" +
+	"\vserve_hosts\x18\x01 \x03(\tR\n" +
+	"serveHosts\"~\n" +
 	"\vJoinRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12$\n" +
@@ -466,9 +515,10 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04step\x18\x03 \x01(\tR\x04step\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\x05R\aattempt\"\x17\n" +
-	"\x15ReportAttemptResponse2T\n" +
+	"\x15ReportAttemptResponse2\x9d\x01\n" +
 	"\vJoinService\x12E\n" +
-	"\x04Join\x12\x1d.bettercompute.v1.JoinRequest\x1a\x1e.bettercompute.v1.JoinResponse2l\n" +
+	"\x04Join\x12\x1d.bettercompute.v1.JoinRequest\x1a\x1e.bettercompute.v1.JoinResponse\x12G\n" +
+	"\x05Renew\x12\x1e.bettercompute.v1.RenewRequest\x1a\x1e.bettercompute.v1.JoinResponse2l\n" +
 	"\x0eSecretsService\x12Z\n" +
 	"\aResolve\x12&.bettercompute.v1.ResolveSecretRequest\x1a'.bettercompute.v1.ResolveSecretResponse2x\n" +
 	"\x14AgentCommandsService\x12`\n" +
@@ -486,26 +536,29 @@ func file_bettercompute_v1_agents_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_agents_proto_rawDescData
 }
 
-var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_bettercompute_v1_agents_proto_goTypes = []any{
-	(*JoinRequest)(nil),           // 0: bettercompute.v1.JoinRequest
-	(*JoinResponse)(nil),          // 1: bettercompute.v1.JoinResponse
-	(*ResolveSecretRequest)(nil),  // 2: bettercompute.v1.ResolveSecretRequest
-	(*ResolveSecretResponse)(nil), // 3: bettercompute.v1.ResolveSecretResponse
-	(*ReportAttemptRequest)(nil),  // 4: bettercompute.v1.ReportAttemptRequest
-	(*ReportAttemptResponse)(nil), // 5: bettercompute.v1.ReportAttemptResponse
-	nil,                           // 6: bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	(*RenewRequest)(nil),          // 0: bettercompute.v1.RenewRequest
+	(*JoinRequest)(nil),           // 1: bettercompute.v1.JoinRequest
+	(*JoinResponse)(nil),          // 2: bettercompute.v1.JoinResponse
+	(*ResolveSecretRequest)(nil),  // 3: bettercompute.v1.ResolveSecretRequest
+	(*ResolveSecretResponse)(nil), // 4: bettercompute.v1.ResolveSecretResponse
+	(*ReportAttemptRequest)(nil),  // 5: bettercompute.v1.ReportAttemptRequest
+	(*ReportAttemptResponse)(nil), // 6: bettercompute.v1.ReportAttemptResponse
+	nil,                           // 7: bettercompute.v1.ResolveSecretResponse.ValuesEntry
 }
 var file_bettercompute_v1_agents_proto_depIdxs = []int32{
-	6, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
-	0, // 1: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
-	2, // 2: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
-	4, // 3: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
-	1, // 4: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
-	3, // 5: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
-	5, // 6: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
-	4, // [4:7] is the sub-list for method output_type
-	1, // [1:4] is the sub-list for method input_type
+	7, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	1, // 1: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
+	0, // 2: bettercompute.v1.JoinService.Renew:input_type -> bettercompute.v1.RenewRequest
+	3, // 3: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
+	5, // 4: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
+	2, // 5: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
+	2, // 6: bettercompute.v1.JoinService.Renew:output_type -> bettercompute.v1.JoinResponse
+	4, // 7: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
+	6, // 8: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
+	5, // [5:9] is the sub-list for method output_type
+	1, // [1:5] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -522,7 +575,7 @@ func file_bettercompute_v1_agents_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_agents_proto_rawDesc), len(file_bettercompute_v1_agents_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

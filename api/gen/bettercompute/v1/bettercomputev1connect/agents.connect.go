@@ -39,6 +39,8 @@ const (
 const (
 	// JoinServiceJoinProcedure is the fully-qualified name of the JoinService's Join RPC.
 	JoinServiceJoinProcedure = "/bettercompute.v1.JoinService/Join"
+	// JoinServiceRenewProcedure is the fully-qualified name of the JoinService's Renew RPC.
+	JoinServiceRenewProcedure = "/bettercompute.v1.JoinService/Renew"
 	// SecretsServiceResolveProcedure is the fully-qualified name of the SecretsService's Resolve RPC.
 	SecretsServiceResolveProcedure = "/bettercompute.v1.SecretsService/Resolve"
 	// AgentCommandsServiceReportAttemptProcedure is the fully-qualified name of the
@@ -49,6 +51,11 @@ const (
 // JoinServiceClient is a client for the bettercompute.v1.JoinService service.
 type JoinServiceClient interface {
 	Join(context.Context, *connect.Request[v1.JoinRequest]) (*connect.Response[v1.JoinResponse], error)
+	// Renew gives a site agent, calling over mTLS with its current, valid,
+	// unrevoked site certificate, a fresh certificate for the same public key
+	// and identity (and a serving certificate when serve_hosts are given),
+	// with the same settings as its join. Only site agents renew.
+	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error)
 }
 
 // NewJoinServiceClient constructs a client for the bettercompute.v1.JoinService service. By
@@ -68,12 +75,19 @@ func NewJoinServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(joinServiceMethods.ByName("Join")),
 			connect.WithClientOptions(opts...),
 		),
+		renew: connect.NewClient[v1.RenewRequest, v1.JoinResponse](
+			httpClient,
+			baseURL+JoinServiceRenewProcedure,
+			connect.WithSchema(joinServiceMethods.ByName("Renew")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // joinServiceClient implements JoinServiceClient.
 type joinServiceClient struct {
-	join *connect.Client[v1.JoinRequest, v1.JoinResponse]
+	join  *connect.Client[v1.JoinRequest, v1.JoinResponse]
+	renew *connect.Client[v1.RenewRequest, v1.JoinResponse]
 }
 
 // Join calls bettercompute.v1.JoinService.Join.
@@ -81,9 +95,19 @@ func (c *joinServiceClient) Join(ctx context.Context, req *connect.Request[v1.Jo
 	return c.join.CallUnary(ctx, req)
 }
 
+// Renew calls bettercompute.v1.JoinService.Renew.
+func (c *joinServiceClient) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error) {
+	return c.renew.CallUnary(ctx, req)
+}
+
 // JoinServiceHandler is an implementation of the bettercompute.v1.JoinService service.
 type JoinServiceHandler interface {
 	Join(context.Context, *connect.Request[v1.JoinRequest]) (*connect.Response[v1.JoinResponse], error)
+	// Renew gives a site agent, calling over mTLS with its current, valid,
+	// unrevoked site certificate, a fresh certificate for the same public key
+	// and identity (and a serving certificate when serve_hosts are given),
+	// with the same settings as its join. Only site agents renew.
+	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error)
 }
 
 // NewJoinServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -99,10 +123,18 @@ func NewJoinServiceHandler(svc JoinServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(joinServiceMethods.ByName("Join")),
 		connect.WithHandlerOptions(opts...),
 	)
+	joinServiceRenewHandler := connect.NewUnaryHandler(
+		JoinServiceRenewProcedure,
+		svc.Renew,
+		connect.WithSchema(joinServiceMethods.ByName("Renew")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.v1.JoinService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case JoinServiceJoinProcedure:
 			joinServiceJoinHandler.ServeHTTP(w, r)
+		case JoinServiceRenewProcedure:
+			joinServiceRenewHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -114,6 +146,10 @@ type UnimplementedJoinServiceHandler struct{}
 
 func (UnimplementedJoinServiceHandler) Join(context.Context, *connect.Request[v1.JoinRequest]) (*connect.Response[v1.JoinResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.JoinService.Join is not implemented"))
+}
+
+func (UnimplementedJoinServiceHandler) Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.JoinService.Renew is not implemented"))
 }
 
 // SecretsServiceClient is a client for the bettercompute.v1.SecretsService service.

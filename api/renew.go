@@ -1,0 +1,62 @@
+package api
+
+import (
+	"context"
+	"crypto/tls"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
+)
+
+// renewalTokenID is the token id a renewed certificate is recorded under:
+// no token was consumed, the previous certificate admitted it.
+const renewalTokenID = "renewal"
+
+// Renew gives a site agent a fresh certificate for the key and identity of
+// the valid, unrevoked site certificate it calls with over mTLS. Ramdisk
+// certificates live one boot and installed machines do not renew (yet):
+// both are refused.
+func (s join) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error) {
+	st, ok := ctx.Value(tlsStateKey{}).(*tls.ConnectionState)
+	if !ok || len(st.PeerCertificates) == 0 {
+		return nil, errs.New(errs.Unauthenticated, "renewal needs the agent's current certificate over mutual TLS; an agent whose certificate expired joins again with a new site token")
+	}
+	cert := st.PeerCertificates[0]
+	role, identity, err := s.a.CA.Verify(cert)
+	if err != nil {
+		return nil, errs.Wrap(errs.Unauthenticated, err, "the certificate presented for renewal is not valid: an agent whose certificate expired joins again with a new site token")
+	}
+	if role != pki.RoleSite {
+		return nil, errs.New(errs.PermissionDenied, "only site agents renew certificates; a %s certificate is not renewed (a ramdisk's lives one boot, a machine joins again)", role)
+	}
+	serial := cert.SerialNumber.Text(16)
+	revoked, err := s.store.CertificateRevoked(ctx, serial)
+	if err != nil {
+		return nil, err
+	}
+	if revoked {
+		return nil, errs.New(errs.Unauthenticated, "the certificate %s is revoked or unknown: join again with a new site token", serial)
+	}
+	tenant, site, err := s.store.CertificateOwner(ctx, serial)
+	if err != nil {
+		return nil, err
+	}
+	if site != identity {
+		return nil, errs.New(errs.Unauthenticated, "the certificate %s was recorded for site %s, not %s", serial, site, identity)
+	}
+	pub := pki.PublicKeyOf(cert)
+	pubPEM, err := pki.MarshalPublicKey(pub)
+	if err != nil {
+		return nil, err
+	}
+	adm := admission{role: pki.RoleSite, tenant: tenant, site: site, identity: identity, token: renewalTokenID, ttl: siteCertTTL}
+	out, err := s.certify(ctx, adm, pub, pubPEM, req.Msg.ServeHosts)
+	if err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "site agent renewed its certificate", "site", site, "previousSerial", serial)
+	return connect.NewResponse(out), nil
+}
