@@ -9,16 +9,11 @@ import (
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/ids"
+	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/store"
 )
 
 type pools struct{ *Server }
-
-// Pool agents: bcd runs our ramdisk and agent; none is an appliance OS.
-const (
-	agentBCD  = "bcd"
-	agentNone = "none"
-)
 
 func (s pools) Create(ctx context.Context, req *connect.Request[v1.CreatePoolRequest]) (*connect.Response[v1.CreatePoolResponse], error) {
 	m := req.Msg
@@ -27,13 +22,13 @@ func (s pools) Create(ctx context.Context, req *connect.Request[v1.CreatePoolReq
 		return nil, err
 	}
 	if m.Agent == "" {
-		m.Agent = agentBCD
+		m.Agent = kinds.AgentBCD
 	}
 	policy := m.GetPolicy()
 	var c checks
 	c.id("siteId", ids.Site, m.SiteId)
 	c.name("class", m.Class)
-	c.oneOf("agent", m.Agent, agentBCD, agentNone)
+	c.oneOf("agent", m.Agent, kinds.AgentBCD, kinds.AgentNone)
 	if hp := policy.GetHardwareProfile(); hp != "" {
 		if _, ok := s.hardware[hp]; !ok {
 			c.fail("policy.hardwareProfile", "hardware profile %q is not configured; configured: [%s] (add it under hardwareProfiles in the control plane's configuration file)",

@@ -33,6 +33,21 @@ const (
 	DiagNVML         = "diag.nvml"
 )
 
+// Pool agents: AgentBCD pools boot our ramdisk and run bcd; AgentNone pools
+// hold appliance OSes (Talos) that never run it, so no machine-side kind
+// reaches them.
+const (
+	AgentBCD  = "bcd"
+	AgentNone = "none"
+)
+
+// Statuses of a command in the command log.
+const (
+	CommandSent      = "sent"
+	CommandSucceeded = "succeeded"
+	CommandFailed    = "failed"
+)
+
 // RamdiskKinds lists the kinds the site relays to a ramdisk.
 func RamdiskKinds() []string {
 	return []string{InventoryRefresh, DiskWipe, DeployImage, BootKexec, LogsCollect, DiagNVML}

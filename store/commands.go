@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/better-compute/better-compute/kinds"
 )
 
 // Command is one command sent to a site or a ramdisk: a row of the log that
@@ -23,9 +25,9 @@ type Command struct {
 
 // Command statuses.
 const (
-	CommandSent      = "sent"
-	CommandSucceeded = "succeeded"
-	CommandFailed    = "failed"
+	CommandSent      = kinds.CommandSent
+	CommandSucceeded = kinds.CommandSucceeded
+	CommandFailed    = kinds.CommandFailed
 )
 
 const commandColumns = `id, tenant_id, node_id, site_id, kind, runs_on, workflow_id, run_id, step, attempt,

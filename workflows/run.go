@@ -117,9 +117,9 @@ func (r *run) send(kind, runsOn string, timeout time.Duration, in, out any) erro
 		heartbeat = 20 * time.Second
 	}
 	err := workflow.ExecuteActivity(r.siteOptions(step, timeout, heartbeat), kind, in).Get(r.ctx, out)
-	rec.Status = "succeeded"
+	rec.Status = kinds.CommandSucceeded
 	if err != nil {
-		rec.Status, rec.ErrorKind, rec.Error = "failed", string(kindOf(err)), err.Error()
+		rec.Status, rec.ErrorKind, rec.Error = kinds.CommandFailed, string(kindOf(err)), err.Error()
 	}
 	dctx, cancel := workflow.NewDisconnectedContext(lctx)
 	defer cancel()

@@ -32,7 +32,7 @@ func (r *run) bootDevice(dev bmc.BootDevice, persistent bool) error {
 // needsRamdisk refuses machine-side work on a pool whose machines never run
 // our agent.
 func (r *run) needsRamdisk(what string) error {
-	if r.node.Agent == "none" {
+	if r.node.Agent == kinds.AgentNone {
 		return errs.New(errs.Unsupported, "%s needs the ramdisk, and pool %s runs no agent (agent: none)", what, r.node.PoolID)
 	}
 	return nil

@@ -56,7 +56,7 @@ func EnrollWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := r.move(nodestate.Inspecting); err != nil {
 			return nil, err
 		}
-		if r.node.Agent == "none" { // out-of-band only: commissioning just powers off
+		if r.node.Agent == kinds.AgentNone { // out-of-band only: commissioning just powers off
 			if err := r.power(bmc.PowerOff); err != nil {
 				return nil, err
 			}
@@ -106,7 +106,7 @@ func InspectWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := r.inspectBMC(); err != nil {
 			return nil, err
 		}
-		if r.node.Agent != "none" {
+		if r.node.Agent != kinds.AgentNone {
 			if err := r.startRamdisk(); err != nil {
 				return nil, err
 			}
@@ -153,7 +153,7 @@ func UndeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
 			return nil, err
 		}
-		if in.Wipe == "none" || r.node.Agent == "none" {
+		if in.Wipe == "none" || r.node.Agent == kinds.AgentNone {
 			return nil, r.releaseUnverified()
 		}
 		if err := r.startRamdisk(); err != nil {
@@ -204,7 +204,7 @@ func RetireWorkflow(ctx workflow.Context, in Input) (Result, error) {
 			return nil, err
 		}
 		var att *WipeAttestation
-		if r.node.Agent != "none" {
+		if r.node.Agent != kinds.AgentNone {
 			if err := r.startRamdisk(); err != nil {
 				return nil, err
 			}
