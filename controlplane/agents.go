@@ -33,15 +33,7 @@ func (cp *ControlPlane) startAgents(key []byte) error {
 	if err != nil {
 		return errs.Invalid("agents-listen", "want host:port, got %q", cp.cfg.AgentsListen)
 	}
-	signer, err := pki.LoadOrCreateKey(filepath.Join(cp.cfg.PKIDir, controlPlaneKeyFile), pki.NewKey)
-	if err != nil {
-		return err
-	}
-	hosts := []string{host}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		hosts = []string{"localhost", "127.0.0.1"}
-	}
-	certPEM, err := cp.ca.IssueServer(signer.Public(), pki.RoleControlPlane, "control-plane", hosts, pki.MaxTTL)
+	certPEM, err := cp.ca.IssueServer(cp.key.Public(), pki.RoleControlPlane, "control-plane", servingHosts(host), pki.MaxTTL)
 	if err != nil {
 		return err
 	}
@@ -50,7 +42,7 @@ func (cp *ControlPlane) startAgents(key []byte) error {
 		return err
 	}
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: cp.ca.Pool(),
-		Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw, cp.ca.Certificate().Raw}, PrivateKey: signer, Leaf: cert}}}
+		Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw, cp.ca.Certificate().Raw}, PrivateKey: cp.key, Leaf: cert}}}
 	ln, err := net.Listen("tcp", cp.cfg.AgentsListen)
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "the agents' listener cannot listen on %s (pick another with --agents-listen)", cp.cfg.AgentsListen)

@@ -6,6 +6,7 @@ package controlplane
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +80,7 @@ type ControlPlane struct {
 	client    client.Client
 	worker    interface{ Stop() }
 	ca        *pki.CA
+	key       crypto.Signer // the control plane's own key (with a CA)
 	http      *http.Server
 	agents    *http.Server
 	agentsURL string
@@ -116,6 +118,12 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	}
 	if cp.ca, err = loadCA(cfg.PKIDir); err != nil {
 		return nil, err
+	}
+	if cp.ca != nil {
+		// One key for every certificate the control plane presents.
+		if cp.key, err = pki.LoadOrCreateKey(filepath.Join(cfg.PKIDir, controlPlaneKeyFile), pki.NewKey); err != nil {
+			return nil, err
+		}
 	}
 	if err := cp.startTemporal(ctx, key); err != nil {
 		return nil, err

@@ -115,11 +115,7 @@ func (cp *ControlPlane) embeddedTLS(host string) (*tserver.TLS, error) {
 		return nil, nil
 	}
 	keyPath := filepath.Join(cp.cfg.PKIDir, controlPlaneKeyFile)
-	signer, err := pki.LoadOrCreateKey(keyPath, pki.NewKey)
-	if err != nil {
-		return nil, err
-	}
-	certPEM, err := cp.ca.IssueServer(signer.Public(), pki.RoleControlPlane, "control-plane", frontendHosts(host), pki.MaxTTL)
+	certPEM, err := cp.ca.IssueServer(cp.key.Public(), pki.RoleControlPlane, "control-plane", servingHosts(host), pki.MaxTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -130,9 +126,10 @@ func (cp *ControlPlane) embeddedTLS(host string) (*tserver.TLS, error) {
 	return &tserver.TLS{CertFile: certPath, KeyFile: keyPath, CAFile: cp.CAFile()}, nil
 }
 
-// frontendHosts are the names the frontend's certificate carries: its own
-// host, unless a wildcard, and loopback, which local clients dial.
-func frontendHosts(host string) []string {
+// servingHosts are the names a control-plane serving certificate (the
+// agents' listener, the Temporal frontend) carries: its listener's host,
+// unless a wildcard, and loopback, which local clients dial.
+func servingHosts(host string) []string {
 	hosts := []string{"127.0.0.1", "::1", "localhost"}
 	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) && !slices.Contains(hosts, host) {
 		hosts = append([]string{host}, hosts...)
@@ -147,15 +144,11 @@ func (cp *ControlPlane) externalTLS(addr string) (*tls.Config, error) {
 	if cp.ca == nil {
 		return nil, errs.New(errs.InvalidState, "--temporal-tls needs the project's CA in %s (share the pki dir of the control plane that serves Temporal, --pki-dir)", cp.cfg.PKIDir)
 	}
-	signer, err := pki.LoadOrCreateKey(filepath.Join(cp.cfg.PKIDir, controlPlaneKeyFile), pki.NewKey)
+	certPEM, err := cp.ca.Issue(cp.key.Public(), pki.RoleControlPlane, "control-plane", pki.MaxTTL)
 	if err != nil {
 		return nil, err
 	}
-	certPEM, err := cp.ca.Issue(signer.Public(), pki.RoleControlPlane, "control-plane", pki.MaxTTL)
-	if err != nil {
-		return nil, err
-	}
-	keyPEM, err := pki.MarshalPrivateKey(signer)
+	keyPEM, err := pki.MarshalPrivateKey(cp.key)
 	if err != nil {
 		return nil, err
 	}
