@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/better-compute/better-compute/internal/testenv"
 )
 
 const (
@@ -17,7 +19,8 @@ func testMACs() []string { return []string{"52:54:00:12:34:01", "52:54:00:12:34:
 
 // mockupDir finds the DMTF public-rackmount1 mockup: $BC_REDFISH_MOCKUP, else
 // shared/peers/redfish/public-rackmount1 in the working directory or one of its
-// parents. It skips the test when the mockup is truly absent.
+// parents. When the mockup is absent the test is skipped, and in CI it fails
+// (testenv.Missing).
 func mockupDir(t testing.TB) string {
 	t.Helper()
 	if d := os.Getenv("BC_REDFISH_MOCKUP"); d != "" {
@@ -39,12 +42,13 @@ func mockupDir(t testing.TB) string {
 			break
 		}
 	}
-	t.Skipf("DMTF Redfish mockup public-rackmount1 not found: set BC_REDFISH_MOCKUP or put it at shared/peers/redfish/public-rackmount1 above %s", wd)
+	testenv.Missing(t, "the DMTF Redfish mockup public-rackmount1 (index.json)",
+		"set BC_REDFISH_MOCKUP to its directory or put it at shared/peers/redfish/public-rackmount1 in a parent of "+wd)
 	return ""
 }
 
 // eachTree runs fn against our own tree and against one seeded from the DMTF
-// mockup (skipped, with a message, when the mockup is absent).
+// mockup (see mockupDir for when it is absent).
 func eachTree(t *testing.T, fn func(t *testing.T, mockup string)) {
 	t.Helper()
 	t.Run("builtin", func(t *testing.T) {

@@ -4,13 +4,17 @@ package disk
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/testenv"
 )
 
 // sysTree writes a fake /sys and /dev under a temp root: files maps a path
@@ -97,16 +101,58 @@ func TestEnumerateSysUnnamedDisk(t *testing.T) {
 	}
 }
 
+// TestHostEnumerateRealMachine enumerates the machine running the tests and
+// checks the inventory against /sys/block read by another rule than
+// Enumerate's name filter: a block device is a disk when it has a device link
+// (hardware, or a VM's virtio disk; loop, ram, zram, dm, md and nbd devices
+// have none) and media, and is not an optical drive (SCSI type 5) or a
+// floppy. Every such disk must be in the inventory with its size, and nothing
+// else. A machine with none has nothing to enumerate, so the test cannot pass
+// on it by finding zero disks: it is skipped, and fails in CI.
 func TestHostEnumerateRealMachine(t *testing.T) {
 	t.Parallel()
-	// the machine running the tests: whatever it has, every disk is named
+	want := hardwareDisks(t, "/sys/block")
+	if len(want) == 0 {
+		testenv.Missing(t, "a disk in /sys/block (a block device with a device link and media)",
+			"run on a machine or VM with a disk (CI's VM has one)")
+	}
 	disks, err := Host{}.Enumerate(context.Background())
+	if errs.Is(err, errs.Unsupported) {
+		testenv.Missing(t, fmt.Sprintf("disks named by WWN or serial (Host{}.Enumerate() = %v)", err),
+			"give the machine's disks a serial (qemu: -device virtio-blk-pci,serial=…)")
+	}
 	if err != nil {
-		t.Skipf("Host{}.Enumerate() = %v (no sysfs here?)", err)
+		t.Fatalf("Host{}.Enumerate() = %v", err)
 	}
+	got := map[string]int64{}
 	for _, d := range disks {
-		if d.Name == "" || d.SizeBytes <= 0 {
-			t.Errorf("Host{}.Enumerate() gave %+v, want a named disk with a size", d)
+		if d.Name == "" {
+			t.Errorf("Host{}.Enumerate() gave %+v, want a named disk", d)
 		}
+		got[filepath.Base(d.Path)] = d.SizeBytes
 	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Host{}.Enumerate(): kernel name → bytes (-/sys/block's disks +inventory):\n%s", diff)
+	}
+}
+
+// hardwareDisks reads the disks of sysBlock by device link, media and
+// type (see TestHostEnumerateRealMachine): kernel name → bytes.
+func hardwareDisks(t *testing.T, sysBlock string) map[string]int64 {
+	t.Helper()
+	ents, err := os.ReadDir(sysBlock)
+	if err != nil {
+		testenv.Missing(t, "sysfs at "+sysBlock, "run the tests on Linux with /sys mounted")
+	}
+	disks := map[string]int64{}
+	for _, e := range ents {
+		dir := filepath.Join(sysBlock, e.Name())
+		sectors, _ := strconv.ParseInt(readAttr(dir, "size"), 10, 64)
+		if !exists(filepath.Join(dir, "device")) || sectors == 0 ||
+			readAttr(dir, "device/type") == "5" || strings.HasPrefix(e.Name(), "fd") {
+			continue
+		}
+		disks[e.Name()] = sectors * 512
+	}
+	return disks
 }

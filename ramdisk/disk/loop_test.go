@@ -3,24 +3,27 @@ package disk
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/testenv"
 )
 
 // loopDisk attaches a sparse file of size as a loop block device, so the
 // block-device paths (fallocate on a device, sampled read-back) run for real.
-// It needs root and losetup; elsewhere the test is skipped.
+// It needs root and losetup: elsewhere the test is skipped, and in CI it fails
+// (testenv.Missing).
 func loopDisk(t *testing.T, size int64) (Disk, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("loop devices need root")
+		testenv.Missing(t, "root, to attach loop devices", "run the tests as root (CI does)")
 	}
 	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("losetup not installed")
+		testenv.Missing(t, "losetup", "install util-linux's mount package (./run does: apt-get install mount)")
 	}
 	backing := t.TempDir() + "/loop.img"
 	if err := os.WriteFile(backing, nil, 0o600); err != nil {
@@ -31,7 +34,8 @@ func loopDisk(t *testing.T, size int64) (Disk, string) {
 	}
 	out, err := exec.Command("losetup", "--find", "--show", backing).CombinedOutput()
 	if err != nil {
-		t.Skipf("losetup --find --show: %v: %s", err, out)
+		testenv.Missing(t, fmt.Sprintf("a free loop device (losetup --find --show: %v: %s)", err, bytes.TrimSpace(out)),
+			"load the loop module and give the tests /dev/loop-control (a container needs --privileged or the loop devices)")
 	}
 	dev := strings.TrimSpace(string(out))
 	t.Cleanup(func() {
