@@ -9,6 +9,7 @@ import (
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
 	wf "github.com/better-compute/better-compute/workflows"
 )
@@ -66,6 +67,20 @@ func (s metal) Undeploy(ctx context.Context, r *connect.Request[v1.UndeployReque
 	n, err := s.node(ctx, r.Msg.TenantId, r.Msg.NodeId)
 	if err != nil {
 		return nil, err
+	}
+	p, err := s.store.GetPool(ctx, n.TenantID, n.PoolID)
+	if err != nil {
+		return nil, err
+	}
+	// Refused before anything moves: such a release could only end failed.
+	switch {
+	case p.Policy.AllowUnverifiedRelease:
+	case p.Agent == kinds.AgentNone:
+		return nil, errs.New(errs.UnverifiedWipe, "node %s: pool %s runs no agent (agent: none), so no wipe can be "+
+			"attested, and it does not set policy.allowUnverifiedRelease: nothing released", n.ID, p.ID)
+	case mode == "none":
+		return nil, errs.New(errs.UnverifiedWipe, "node %s: --wipe none needs policy.allowUnverifiedRelease on pool %s; "+
+			"undeploy with --wipe quick, secure-erase or crypto-erase", n.ID, p.ID)
 	}
 	return s.start(ctx, n, nodestate.Undeploy, wf.Input{Wipe: mode})
 }

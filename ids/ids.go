@@ -23,6 +23,7 @@ const (
 	Command   = "cmd"
 	JoinToken = "jtok"
 	Agent     = "agent"
+	Wipe      = "wipe"
 )
 
 const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"

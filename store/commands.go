@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 )
 
@@ -41,14 +42,31 @@ func scanCommand(row pgx.Row) (Command, error) {
 }
 
 // StartCommand records that a command was sent. A step is recorded once per
-// workflow run: recording it again (a replayed local activity) keeps the row.
+// workflow run. The same start recorded again while the step is still sent
+// (a local activity run again because its workflow task did not complete)
+// keeps the row; any other second record of the step is ALREADY_EXISTS, so
+// a step sent twice shows instead of vanishing into the first row.
 func (s *Store) StartCommand(ctx context.Context, c Command) error {
-	_, err := s.pool.Exec(ctx, `
+	const op = "store.StartCommand"
+	tag, err := s.pool.Exec(ctx, `
 		INSERT INTO commands (id, tenant_id, node_id, site_id, kind, runs_on, workflow_id, run_id, step, status)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'sent')
 		ON CONFLICT (workflow_id, run_id, step) DO NOTHING`,
 		c.ID, c.TenantID, c.NodeID, c.SiteID, c.Kind, c.RunsOn, c.WorkflowID, c.RunID, c.Step)
-	return dbError("store.StartCommand", err)
+	if err != nil || tag.RowsAffected() == 1 {
+		return dbError(op, err)
+	}
+	var kind, status string
+	err = s.pool.QueryRow(ctx, `SELECT kind, status FROM commands WHERE workflow_id = $1 AND run_id = $2 AND step = $3`,
+		c.WorkflowID, c.RunID, c.Step).Scan(&kind, &status)
+	if err != nil {
+		return dbError(op, err)
+	}
+	if kind == c.Kind && status == CommandSent {
+		return nil
+	}
+	return errs.New(errs.AlreadyExists, "step %s of workflow %s run %s was recorded already (%s, %s): a step is sent once per run",
+		c.Step, c.WorkflowID, c.RunID, kind, status).WithOp(op)
 }
 
 // FinishCommand records a command's outcome and the attempts it took.

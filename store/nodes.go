@@ -94,11 +94,21 @@ func (s *Store) ListNodes(ctx context.Context, tenantID, poolID string) ([]Node,
 // node is no longer in from, nothing changes and the error is INVALID_STATE
 // naming the state it is in. Moving to the state it is already in is a no-op
 // (an activity retried after it committed). Moving to failed records
-// failedFrom, the error, and turns maintenance on when asked.
+// failedFrom, the error, and turns maintenance on when asked. Moving to
+// ready consumes the wipe record of the run in t.Run (see RecordWipe), or
+// records the exception t.Exception if the pool allows it; without either
+// it is UNVERIFIED_WIPE and nothing changes.
 func (s *Store) Transition(ctx context.Context, tenantID, id string, from, to nodestate.State, t TransitionInfo) error {
 	const op = "store.Transition"
 	if err := nodestate.Check(from, to); err != nil {
 		return err
+	}
+	if to == nodestate.Ready {
+		moved, err := s.moveReady(ctx, tenantID, id, from, t)
+		if moved || err != nil {
+			return err
+		}
+		return s.notIn(ctx, tenantID, id, from, to)
 	}
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE metal_nodes SET state = $4, updated_at = now(),
@@ -113,6 +123,14 @@ func (s *Store) Transition(ctx context.Context, tenantID, id string, from, to no
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
+	return s.notIn(ctx, tenantID, id, from, to)
+}
+
+// notIn explains a compare-and-set that found the node elsewhere than from:
+// already in to is a no-op (an activity retried after it committed),
+// anything else INVALID_STATE.
+func (s *Store) notIn(ctx context.Context, tenantID, id string, from, to nodestate.State) error {
+	const op = "store.Transition"
 	n, err := s.GetNode(ctx, tenantID, id)
 	if err != nil {
 		return err
@@ -127,6 +145,10 @@ func (s *Store) Transition(ctx context.Context, tenantID, id string, from, to no
 type TransitionInfo struct {
 	Error       string // for failed: what went wrong
 	Maintenance bool   // turn maintenance on (e.g. an unverified wipe)
+	// For ready: the workflow run making the move, whose wipe record it
+	// consumes, and the exception to record instead of an attested wipe.
+	Run       Run
+	Exception WipeKind
 }
 
 // NodeFacts is what inspection learns about a node.

@@ -41,6 +41,7 @@ type fake struct {
 	deployments []wf.DeploymentInput    // node.recordDeployment calls
 	verified    wf.WipeAttestation      // what wipe.verify returns
 	verifyIn    *wf.VerifyWipeInput     // what wipe.verify was asked
+	wipes       map[string]bool         // workflow/run → a verified wipe not yet consumed by a move into ready
 	inputs      map[string][]any        // every activity's input by name
 	hooks       map[string]func(in any) // run when the named activity starts
 }
@@ -56,6 +57,7 @@ func newFake(agent string, state nodestate.State) *fake {
 		verified: wf.WipeAttestation{Mode: "quick", Disks: []string{"wwn-0x1", "wwn-0x2"}, Bytes: 2 << 20,
 			Signer: "ramdisk/node_1 serial 1f", Verified: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)},
 		fail:   map[string]error{},
+		wipes:  map[string]bool{},
 		inputs: map[string][]any{},
 		hooks:  map[string]func(any){},
 	}
@@ -114,6 +116,7 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment) {
 	}))
 	reg(wf.ActVerifyWipe, act(f, wf.ActVerifyWipe, func(in wf.VerifyWipeInput) (wf.WipeAttestation, error) {
 		f.verifyIn = &in
+		f.wipes[in.WorkflowID+"/"+in.RunID] = true
 		return f.verified, nil
 	}))
 	reg(wf.ActGetImage, act(f, wf.ActGetImage, func(in wf.ImageInput) (kinds.EnsureImageInput, error) {
@@ -158,8 +161,28 @@ func (f *fake) transition(in wf.TransitionInput) (none, error) {
 	if err := nodestate.Check(in.From, in.To); err != nil {
 		return none{}, err
 	}
+	if in.To == nodestate.Ready {
+		if err := f.consumeWipe(in); err != nil {
+			return none{}, err
+		}
+	}
 	f.node.State = in.To
 	return none{}, nil
+}
+
+// consumeWipe is the store's rule for a move into ready: the run's own
+// verified wipe, once, or an exception the pool allows.
+func (f *fake) consumeWipe(in wf.TransitionInput) error {
+	run := in.WorkflowID + "/" + in.RunID
+	switch {
+	case in.Exception == wf.ExceptionUnverifiedRelease && f.node.AllowUnverifiedRelease:
+	case in.Exception == wf.ExceptionAgentNone && f.node.Agent == kinds.AgentNone:
+	case in.Exception == "" && f.wipes[run]:
+		f.wipes[run] = false
+	default:
+		return errs.New(errs.UnverifiedWipe, "no attested wipe of run %s (exception %q)", run, in.Exception)
+	}
+	return nil
 }
 
 func (f *fake) record(c wf.CommandRecord) (none, error) {

@@ -45,9 +45,19 @@ func (r *run) cp(timeout time.Duration) workflow.Context {
 	})
 }
 
-// move moves the node to state to, compare-and-set from where it is.
-func (r *run) move(to nodestate.State) error {
-	in := TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: to}
+// move moves the node to state to, compare-and-set from where it is. A
+// move into ready consumes the wipe this run proved (see wipe); the store
+// refuses it without one.
+func (r *run) move(to nodestate.State) error { return r.moveWith(to, "") }
+
+// readyWithout moves the node into ready without an attested wipe, under
+// exception (ExceptionUnverifiedRelease, ExceptionAgentNone), which the
+// store records if the node's pool allows it and refuses otherwise.
+func (r *run) readyWithout(exception string) error { return r.moveWith(nodestate.Ready, exception) }
+
+func (r *run) moveWith(to nodestate.State, exception string) error {
+	in := TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: to,
+		WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Exception: exception}
 	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActTransition, in).Get(r.ctx, nil); err != nil {
 		return err
 	}

@@ -133,7 +133,9 @@ func (r *run) refreshInventory() error {
 
 // wipe wipes every disk in mode (a disk that cannot do mode gets fallback,
 // if given) and has the control plane verify the machine's signed
-// attestation against the inventory. The attestation stays in history.
+// attestation against the inventory and record it for this run, so that
+// this run's move into ready may consume it. The attestation stays in
+// history.
 func (r *run) wipe(mode, fallback string) (*WipeAttestation, error) {
 	nonce := r.info.WorkflowExecution.ID + "/" + r.info.WorkflowExecution.RunID
 	in := kinds.WipeInput{Mode: mode, Fallback: fallback, WorkflowID: r.info.WorkflowExecution.ID, Nonce: nonce}
@@ -143,7 +145,7 @@ func (r *run) wipe(mode, fallback string) (*WipeAttestation, error) {
 	}
 	var att WipeAttestation
 	v := VerifyWipeInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, WorkflowID: r.info.WorkflowExecution.ID,
-		Nonce: nonce, Modes: []string{mode}, Result: res}
+		RunID: r.info.WorkflowExecution.RunID, Nonce: nonce, Modes: []string{mode}, Result: res}
 	if fallback != "" {
 		v.Modes = append(v.Modes, fallback)
 	}

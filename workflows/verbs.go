@@ -60,7 +60,7 @@ func EnrollWorkflow(ctx workflow.Context, in Input) (Result, error) {
 			if err := r.power(bmc.PowerOff); err != nil {
 				return nil, err
 			}
-			return nil, r.move(nodestate.Ready)
+			return nil, r.readyWithout(ExceptionAgentNone)
 		}
 		if err := r.startRamdisk(); err != nil {
 			return nil, err
@@ -96,7 +96,12 @@ func ManageWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	})
 }
 
-// InspectWorkflow reads the BMC and the ramdisk's inventory again.
+// InspectWorkflow reads the BMC and the ramdisk's inventory again. From
+// manageable it ends in manageable. From ready it ends in ready the only way
+// into ready there is: the ramdisk that read the inventory wipes every disk
+// and the wipe is attested (cleaning), since the machine ran code of ours
+// that the next tenant must not inherit. An agentless pool's machine only
+// has its BMC read, and is ready again under its pool's agentNone exception.
 func InspectWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	return verb(ctx, in, nodestate.Inspect, func(r *run) (*WipeAttestation, error) {
 		back := r.state
@@ -106,13 +111,23 @@ func InspectWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := r.inspectBMC(); err != nil {
 			return nil, err
 		}
-		if r.node.Agent != kinds.AgentNone {
-			if err := r.startRamdisk(); err != nil {
+		switch {
+		case r.node.Agent == kinds.AgentNone && back == nodestate.Ready:
+			return nil, r.readyWithout(ExceptionAgentNone)
+		case r.node.Agent == kinds.AgentNone:
+			return nil, r.move(back)
+		}
+		if err := r.startRamdisk(); err != nil {
+			return nil, err
+		}
+		if back == nodestate.Ready {
+			if err := r.move(nodestate.Cleaning); err != nil {
 				return nil, err
 			}
-			if err := r.shutDown(); err != nil {
-				return nil, err
-			}
+			return r.commission()
+		}
+		if err := r.shutDown(); err != nil {
+			return nil, err
 		}
 		return nil, r.move(back)
 	})
@@ -147,13 +162,17 @@ func commissionBody(r *run) (*WipeAttestation, error) {
 // plane verified the machine's signed attestation for every disk.
 func UndeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	return verb(ctx, in, nodestate.Undeploy, func(r *run) (*WipeAttestation, error) {
+		unverified := in.Wipe == "none" || r.node.Agent == kinds.AgentNone
+		if unverified && !r.node.AllowUnverifiedRelease { // checked before anything moves
+			return nil, r.unverifiedRefused()
+		}
 		if err := r.move(nodestate.Releasing); err != nil {
 			return nil, err
 		}
 		if err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
 			return nil, err
 		}
-		if in.Wipe == "none" || r.node.Agent == kinds.AgentNone {
+		if unverified {
 			return nil, r.releaseUnverified()
 		}
 		if err := r.startRamdisk(); err != nil {
@@ -174,12 +193,9 @@ func UndeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 }
 
 // releaseUnverified releases without an attested wipe, which only a pool
-// with allowUnverifiedRelease permits.
+// with allowUnverifiedRelease permits; the store records the exception and
+// its event (node.release.unverified).
 func (r *run) releaseUnverified() error {
-	if !r.node.AllowUnverifiedRelease {
-		return errs.New(errs.UnverifiedWipe, "release of %s has no attested wipe and pool %s does not set allowUnverifiedRelease",
-			r.in.NodeID, r.node.PoolID)
-	}
 	if err := r.power(bmc.PowerOff); err != nil {
 		return err
 	}
@@ -187,7 +203,14 @@ func (r *run) releaseUnverified() error {
 		return err
 	}
 	workflow.GetLogger(r.ctx).Warn("node.release.unverified", "node", r.in.NodeID, "pool", r.node.PoolID)
-	return r.move(nodestate.Ready)
+	return r.readyWithout(ExceptionUnverifiedRelease)
+}
+
+// unverifiedRefused is a release without an attested wipe on a pool that
+// does not allow one.
+func (r *run) unverifiedRefused() error {
+	return errs.New(errs.UnverifiedWipe, "release of %s has no attested wipe and pool %s does not set allowUnverifiedRelease",
+		r.in.NodeID, r.node.PoolID)
 }
 
 func (r *run) clearDeployment() error {

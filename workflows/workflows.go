@@ -113,7 +113,18 @@ type TransitionInput struct {
 	From, To         nodestate.State
 	Error            string
 	Maintenance      bool
+	// The run making the move: a move into ready consumes the wipe that
+	// wipe.verify recorded for this run, or records Exception (a pool
+	// policy's: allowUnverifiedRelease, agentNone) in its place.
+	WorkflowID, RunID string
+	Exception         string
 }
+
+// Exceptions to the attested wipe before ready, each allowed by a pool's policy.
+const (
+	ExceptionUnverifiedRelease = "allowUnverifiedRelease" // policy.allowUnverifiedRelease
+	ExceptionAgentNone         = "agentNone"              // agent: none: no ramdisk can wipe
+)
 
 // FactsInput records what inspection learned.
 type FactsInput struct {
@@ -138,7 +149,7 @@ type DiscoveryInput struct {
 // VerifyWipeInput is the signed disk.wipe result to check against the
 // node's inventory.
 type VerifyWipeInput struct {
-	TenantID, NodeID, WorkflowID, Nonce string
+	TenantID, NodeID, WorkflowID, RunID, Nonce string
 	// Modes the disks may have been wiped in (none given: any).
 	Modes  []string
 	Result kinds.Result

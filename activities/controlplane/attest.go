@@ -12,6 +12,7 @@ import (
 	"github.com/better-compute/better-compute/attest"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -19,7 +20,9 @@ import (
 // signed by a ramdisk certificate of our CA for this very node, not revoked;
 // every attestation in it verifies with that certificate's key; and they
 // cover every disk of the node's inventory for this workflow and nonce, each
-// read back. Anything less is UNVERIFIED_WIPE.
+// read back. Anything less is UNVERIFIED_WIPE. What it proved is recorded
+// for the workflow run (store.RecordWipe): the store lets that run, and only
+// that run, move the node into ready once.
 func (a *Activities) VerifyWipe(ctx context.Context, in wf.VerifyWipeInput) (wf.WipeAttestation, error) {
 	att, err := a.verifyWipe(ctx, in)
 	return att, errs.ToTemporal(err)
@@ -86,7 +89,10 @@ func (a *Activities) verifyWipe(ctx context.Context, in wf.VerifyWipeInput) (wf.
 		Signer: fmt.Sprintf("%s/%s serial %s", role, identity, serial), Verified: a.now().UTC()}
 	out.Mode = modesOf(atts)
 	sort.Strings(out.Disks)
-	return out, nil
+	// Recorded for this run: the one thing its move into ready may consume.
+	err = a.Store.RecordWipe(ctx, store.WipeRecord{TenantID: in.TenantID, NodeID: in.NodeID, WorkflowID: in.WorkflowID,
+		RunID: in.RunID, Mode: out.Mode, Disks: out.Disks, Signer: out.Signer})
+	return out, err
 }
 
 // modesOf names the modes the disks were wiped in, e.g. "crypto-erase" or

@@ -73,7 +73,8 @@ func (a *Activities) GetNode(ctx context.Context, in wf.Input) (wf.NodeInfo, err
 // Transition moves a node, compare-and-set.
 func (a *Activities) Transition(ctx context.Context, in wf.TransitionInput) error {
 	return errs.ToTemporal(a.Store.Transition(ctx, in.TenantID, in.NodeID, in.From, in.To,
-		store.TransitionInfo{Error: in.Error, Maintenance: in.Maintenance}))
+		store.TransitionInfo{Error: in.Error, Maintenance: in.Maintenance,
+			Run: store.Run{WorkflowID: in.WorkflowID, RunID: in.RunID}, Exception: store.WipeKind(in.Exception)}))
 }
 
 // RecordFacts stores what inspection learned.

@@ -51,8 +51,13 @@ func TestTransition(t *testing.T) {
 		{name: "repeated move is a no-op", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"}, {From: "enrolling", To: "inspecting"}}, state: "inspecting"},
 		{name: "failed records where from", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"},
 			{From: "inspecting", To: "failed", Error: "UNVERIFIED_WIPE: d2", Maintenance: true}}, state: "failed"},
-		{name: "resting state cannot fail", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"}, {From: "inspecting", To: "ready"},
-			{From: "ready", To: "failed"}}, want: errs.InvalidState, state: "ready"},
+		{name: "resting state cannot fail", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"}, {From: "inspecting", To: "manageable"},
+			{From: "manageable", To: "failed"}}, want: errs.InvalidState, state: "manageable"},
+		{name: "no ready without an attested wipe", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"},
+			{From: "inspecting", To: "ready", WorkflowID: "wf", RunID: "run"}}, want: errs.UnverifiedWipe, state: "inspecting"},
+		{name: "no exception the pool does not allow", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"},
+			{From: "inspecting", To: "ready", WorkflowID: "wf", RunID: "run", Exception: wf.ExceptionUnverifiedRelease}},
+			want: errs.UnverifiedWipe, state: "inspecting"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
