@@ -325,6 +325,12 @@ func testLifecycle(t *testing.T, d *demo.Demo, name, id string) {
 		t.Fatalf("deploy workflow = %v", err)
 	}
 	refusedVerbs(t, d, id, "deployed", "deploy", "unrescue", "provide", "recover", "retire", "manage", "inspect", "abort")
+	// A release that could only end failed is refused before anything moves.
+	_, err = d.API.Metal.Undeploy(ctx, connect.NewRequest(&v1.UndeployRequest{NodeId: id, Wipe: "none"}))
+	if n := node(t, d, id); code(err) != "UNVERIFIED_WIPE" || !strings.Contains(err.Error(), "allowUnverifiedRelease") || n.State != "deployed" {
+		t.Errorf("metal.undeploy --wipe none on a pool without allowUnverifiedRelease = %v (%s), node %s; want UNVERIFIED_WIPE naming the policy, still deployed",
+			err, code(err), n.State)
+	}
 	// power acts and leaves the state as it was.
 	for _, action := range []string{"off", "on"} {
 		pr, err := d.API.Metal.Power(ctx, connect.NewRequest(&v1.PowerRequest{NodeId: id, Action: action}))
@@ -340,7 +346,7 @@ func testLifecycle(t *testing.T, d *demo.Demo, name, id string) {
 		}
 	}
 	steps := []struct{ verb, state string }{{"rescue", "rescue"}, {"unrescue", "deployed"}, {"undeploy", "ready"},
-		{"manage", "manageable"}, {"provide", "ready"}}
+		{"manage", "manageable"}, {"inspect", "manageable"}, {"provide", "ready"}, {"inspect", "ready"}}
 	refusals := map[string][]string{
 		"rescue":     {"deploy", "undeploy", "rescue", "provide", "retire"},
 		"manageable": {"deploy", "undeploy", "rescue", "manage", "recover"},
@@ -354,7 +360,29 @@ func testLifecycle(t *testing.T, d *demo.Demo, name, id string) {
 			t.Errorf("machine in rescue runs %q, want the ramdisk", st.BootedInto)
 		}
 	}
+	checkWipes(t, d, id, 4) // enroll, undeploy, provide, inspect from ready
 	t.Run("retire", func(t *testing.T) { testRetire(t, d, name, id) })
+}
+
+// checkWipes: the node reached ready want times, each by consuming the
+// attested wipe of the workflow run that moved it, and no wipe is left
+// unconsumed or consumed twice (the store's rule, seen from its records).
+func checkWipes(t *testing.T, d *demo.Demo, id string, want int) {
+	t.Helper()
+	wipes, err := d.CP.Store().ListWipes(context.Background(), "root", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]bool{}
+	for _, w := range wipes {
+		if w.Kind != "attested" || w.UsedAt == nil || len(w.Disks) == 0 || runs[w.RunID] {
+			t.Errorf("wipe record %+v: want an attested wipe of disks, consumed by a move into ready, one per run", w)
+		}
+		runs[w.RunID] = true
+	}
+	if len(wipes) != want {
+		t.Errorf("wipe records of %s = %d, want %d (one per move into ready)", id, len(wipes), want)
+	}
 }
 
 // testRetire retires a ready node: final, its identity revoked.
