@@ -71,6 +71,23 @@ func TestAcceptance20Loops(t *testing.T) {
 	if intoReady != 1+loops {
 		t.Errorf("workflows into ready = %d, want %d", intoReady, 1+loops)
 	}
+	// The same as a rule, whatever the workflow's name: the runs that moved
+	// the node into ready are the runs whose attested wipe the store
+	// consumed, one each, and each ran exactly one wipe and one check.
+	checkWipes(t, d, id, 1+loops)
+	consumed := map[string]bool{}
+	wipeRecords, _ := d.CP.Store().ListWipes(ctx, "root", id)
+	for _, w := range wipeRecords {
+		consumed[w.RunID] = true
+	}
+	for _, run := range runs(t, d, id) {
+		start := run[0].GetWorkflowExecutionStartedEventAttributes()
+		wipes, verifies := countActivities(run, "disk.wipe"), countActivities(run, wf.ActVerifyWipe)
+		if into := consumed[start.GetOriginalExecutionRunId()]; into && (wipes != 1 || verifies != 1) || !into && wipes != 0 {
+			t.Errorf("%s run %s: into ready %v with %d disk.wipe and %d wipe.verify; want 1 and 1 into ready, else no wipe",
+				start.GetWorkflowType().GetName(), start.GetOriginalExecutionRunId(), into, wipes, verifies)
+		}
+	}
 	// A used discovery token does not admit anyone again.
 	if len(st.Tokens) > 0 {
 		err := rejoin(d, st.Tokens[0])
