@@ -32,6 +32,30 @@ var (
 		"inventory.refresh", "disk.wipe", "power.setPower", "boot.clearEntry"}
 )
 
+// What the machine itself received, written out rather than derived from
+// the command log above, which the workflow writes about itself: the
+// requests that changed the machine as its emulated Redfish BMC accepted
+// them ("power:<ResetType>", "boot:<Target>/<Enabled>"), and the commands
+// its ramdisk ran. The driver turns a power cycle of a machine that is off
+// into On, of one that is on into PowerCycle, and off into ForceOff.
+var (
+	enrollBMC = []string{
+		"boot:Pxe/Once", "power:On", // bootRamdisk: the machine is off
+		"power:ForceOff", // shutDown
+	}
+	deployBMC = []string{
+		"boot:Pxe/Once", "power:On", // bootRamdisk: off since enrollment
+		"boot:Hdd/Continuous", // bootLocal, then boot.kexec (no BMC call)
+	}
+	undeployBMC = []string{
+		"boot:Pxe/Once", "power:PowerCycle", // bootRamdisk: the deployed OS runs
+		"power:ForceOff", // shutDown
+	}
+	enrollRamdisk   = []string{"inventory.refresh", "disk.wipe"}
+	deployRamdisk   = []string{"deploy.image", "boot.kexec"}
+	undeployRamdisk = []string{"inventory.refresh", "disk.wipe"}
+)
+
 // TestLifecycleCommands asserts the exact commands a machine is sent from
 // enrollment to ready, through deploy, and through undeploy, and what
 // `workflows list` and the Temporal history show of it.
@@ -50,7 +74,7 @@ func TestLifecycleCommands(t *testing.T) {
 			t.Errorf("command %s %s = status %s attempt %d, want succeeded and finished", c.Step, c.Kind, c.Status, c.Attempt)
 		}
 	}
-	want := append(append(append([]string{}, enrollKinds...), deployKinds...), undeployKinds...)
+	want := concat(enrollKinds, deployKinds, undeployKinds)
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("commands list --node (-want +got):\n%s", diff)
 	}
@@ -70,6 +94,12 @@ func TestLifecycleCommands(t *testing.T) {
 	st, _ := d.Rack.State(m.Name)
 	if st.RamdiskBoots != 3 || st.Power != "off" {
 		t.Errorf("machine after the loop = %+v, want 3 ramdisk boots and power off", st)
+	}
+	if diff := cmp.Diff(concat(enrollBMC, deployBMC, undeployBMC), st.BMCCalls); diff != "" {
+		t.Errorf("what the BMC received, Rack.State(%s).BMCCalls (-want +got):\n%s", m.Name, diff)
+	}
+	if diff := cmp.Diff(concat(enrollRamdisk, deployRamdisk, undeployRamdisk), st.RamdiskRan); diff != "" {
+		t.Errorf("what the ramdisk ran, Rack.State(%s).RamdiskRan (-want +got):\n%s", m.Name, diff)
 	}
 	// workflows list shows the machine's life by profile id (visibility is
 	// eventually consistent: poll).
@@ -102,6 +132,14 @@ func TestLifecycleCommands(t *testing.T) {
 }
 
 const demoProfile = "demo-os"
+
+func concat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
 
 func containsAny(s string, subs []string) bool {
 	for _, x := range subs {

@@ -55,7 +55,8 @@ func (m *machine) startRamdisk(s script) {
 		nics[i] = agent.NIC{Name: "eth" + string(rune('0'+i)), MAC: mac}
 	}
 	cfg := agent.Config{Cmdline: s.Cmdline, Disks: disk.Host{Dir: m.dir}, NICs: nics, MemoryBytes: 8 << 30, CPUs: 4,
-		ProductUUID: m.id.UUID, BootURL: s.bootURL(), Logger: m.log.With("ramdisk", true), OnKexec: func() { m.bootOS(true) }}
+		ProductUUID: m.id.UUID, BootURL: s.bootURL(), Logger: m.log.With("ramdisk", true), OnKexec: func() { m.bootOS(true) },
+		OnCommand: m.ranCommand}
 	m.mu.Lock()
 	m.stopRD, m.rdDone = cancel, done
 	m.st.BootedInto = BootedRamdisk
@@ -97,6 +98,13 @@ func (m *machine) bootOS(kexec bool) {
 	defer m.mu.Unlock()
 	m.st.BootedInto, m.st.OSImage, m.st.Kexeced = BootedOS, img, kexec
 	m.log.Info("emulate: machine runs its OS", "image", img, "kexec", kexec)
+}
+
+// ranCommand records that the machine's ramdisk started running a command.
+func (m *machine) ranCommand(kind string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st.RamdiskRan = append(m.st.RamdiskRan, kind)
 }
 
 func (m *machine) setError(s string) {

@@ -64,6 +64,13 @@ type MachineState struct {
 	OSImage      bool     // at the last OS boot, a disk held a deployed image
 	Kexeced      bool     // the running OS came up through boot.kexec
 	LastError    string   // the last boot problem (script fetch, ramdisk exit)
+
+	// What the machine was sent, for tests of the exact sequence: the
+	// machine-changing Redfish requests its BMC accepted, in order
+	// (redfishbmc.State.Calls: "power:<ResetType>", "boot:<Target>/<Enabled>"),
+	// and the command kinds its ramdisks ran, in order, across boots.
+	BMCCalls   []string
+	RamdiskRan []string
 }
 
 // Rack is a running emulated rack.

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/better-compute/better-compute/attest"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/redfish"
@@ -210,8 +212,18 @@ func TestRackLifecycle(t *testing.T) {
 	}
 	relay.WaitFor(t, 10*time.Second, "the second join", func() bool { return len(relay.Joins()) == 2 })
 
-	if other, _ := r.State(ms[1].Name); other.BootedInto != BootedOff || other.RamdiskBoots != 0 {
-		t.Errorf("untouched machine state = %+v, want off", other)
+	if other, _ := r.State(ms[1].Name); other.BootedInto != BootedOff || other.RamdiskBoots != 0 || other.BMCCalls != nil || other.RamdiskRan != nil {
+		t.Errorf("untouched machine state = %+v, want off, sent nothing", other)
+	}
+	// What the machine was sent: a reset of a machine that is off is an On.
+	st, _ = r.State(m.Name)
+	wantCalls := []string{"boot:Pxe/Once", "power:On", "power:ForceOff", "boot:Pxe/Once", "power:On"}
+	if diff := cmp.Diff(wantCalls, st.BMCCalls); diff != "" {
+		t.Errorf("State().BMCCalls (-want +got):\n%s", diff)
+	}
+	wantRan := []string{kinds.InventoryRefresh, kinds.DiskWipe, kinds.DeployImage, kinds.BootKexec}
+	if diff := cmp.Diff(wantRan, st.RamdiskRan); diff != "" {
+		t.Errorf("State().RamdiskRan (-want +got):\n%s", diff)
 	}
 }
 

@@ -144,6 +144,8 @@ func (m *machine) state() MachineState {
 	s := m.st
 	s.Power = string(m.bmc.State().Power)
 	s.Tokens = append([]string(nil), m.st.Tokens...)
+	s.BMCCalls = m.bmc.State().Calls
+	s.RamdiskRan = append([]string(nil), m.st.RamdiskRan...)
 	return s
 }
 

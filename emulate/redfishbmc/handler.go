@@ -139,6 +139,22 @@ func (b *BMC) postReset(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// bootCall names a Boot PATCH as State.Calls lists it. The values were
+// checked by patchBoot, so each present one is a string.
+func bootCall(boot map[string]any) string {
+	field := func(k string) string {
+		if s, ok := boot[k].(string); ok {
+			return s
+		}
+		return "-"
+	}
+	call := "boot:" + field("BootSourceOverrideTarget") + "/" + field("BootSourceOverrideEnabled")
+	if mode, ok := boot["BootSourceOverrideMode"].(string); ok {
+		call += "/" + mode
+	}
+	return call
+}
+
 func (b *BMC) login(w http.ResponseWriter, r *http.Request) {
 	var body struct{ UserName, Password string }
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {

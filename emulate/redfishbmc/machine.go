@@ -17,6 +17,7 @@ type machine struct {
 	boots       int
 	lastBoot    bmc.BootDevice
 	resets      map[string]int
+	calls       []string // the machine-changing requests accepted over Redfish, in order
 }
 
 // reset applies a ComputerSystem.Reset. It returns a message for a 400 answer
@@ -51,6 +52,7 @@ func (b *BMC) reset(resetType string) (problem string) {
 		return fmt.Sprintf("ResetType %q is not implemented by the emulator", resetType)
 	}
 	m.resets[resetType]++
+	m.calls = append(m.calls, "power:"+resetType) // under the lock that applied it, so calls keep their order
 	b.log.Info("emulated BMC reset", "system", b.systemPath, "reset_type", resetType, "power", string(m.power))
 	return ""
 }
@@ -142,6 +144,9 @@ func (b *BMC) patchBoot(boot map[string]any) (problem string) {
 	}
 	if v, ok := next["BootSourceOverrideMode"]; ok {
 		b.m.bootMode = v
+	}
+	if len(next) > 0 { // a PATCH without Boot values changed nothing
+		b.m.calls = append(b.m.calls, bootCall(boot))
 	}
 	b.log.Info("emulated BMC boot override", "system", b.systemPath, "target", b.m.bootTarget, "enabled", b.m.bootEnabled)
 	return ""

@@ -89,6 +89,12 @@ type State struct {
 	LastBootDevice bmc.BootDevice // the device of the last boot, "" before the first
 	Resets         map[string]int // ComputerSystem.Reset requests accepted, by ResetType
 	Sessions       int            // open Redfish sessions
+	// Calls are the requests that changed the machine, as they arrived over
+	// Redfish and were accepted, in order: "power:<ResetType>" and
+	// "boot:<Target>/<Enabled>" ("-" for a field the PATCH left out, and
+	// "/<Mode>" when it set one). Reads, logins and the machine's own power
+	// changes (SetPowerState) are not calls.
+	Calls []string
 }
 
 // New builds a BMC from cfg. It does not listen yet: call Start.
@@ -221,6 +227,7 @@ func (b *BMC) State() State {
 	return State{
 		Power: b.m.power, BootTarget: b.m.bootTarget, BootEnabled: b.m.bootEnabled, BootMode: b.m.bootMode,
 		Boots: b.m.boots, LastBootDevice: b.m.lastBoot, Resets: resets, Sessions: len(b.sessions),
+		Calls: append([]string(nil), b.m.calls...),
 	}
 }
 

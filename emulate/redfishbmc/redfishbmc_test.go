@@ -123,6 +123,8 @@ func TestPatchBoot(t *testing.T) {
 			{map[string]any{"PowerState": "On"}, 400},
 			{map[string]any{"Boot": "Pxe"}, 400},
 			{map[string]any{"Boot": map[string]any{"BootSourceOverrideTarget": "Pxe", "BootSourceOverrideEnabled": "Continuous"}}, 204},
+			{map[string]any{"Boot": map[string]any{"BootSourceOverrideMode": "Legacy"}}, 204},
+			{map[string]any{"@odata.etag": "W/\"1\""}, 204}, // changes nothing: not a call
 		}
 		for _, tt := range tests {
 			if got, _ := do(t, "PATCH", b.SystemURL(), testUser, testPass, tt.body); got != tt.want {
@@ -132,6 +134,9 @@ func TestPatchBoot(t *testing.T) {
 		st := b.State()
 		if st.BootTarget != "Pxe" || st.BootEnabled != "Continuous" {
 			t.Errorf("State() boot = %s/%s, want Pxe/Continuous (the bad PATCHes must change nothing)", st.BootTarget, st.BootEnabled)
+		}
+		if diff := cmp.Diff([]string{"boot:Pxe/Continuous", "boot:-/-/Legacy"}, st.Calls); diff != "" {
+			t.Errorf("State().Calls: only accepted PATCHes that set Boot are calls (-want +got):\n%s", diff)
 		}
 		_, sys := do(t, "GET", b.SystemURL(), testUser, testPass, nil)
 		if got := dig(sys, "Boot", "BootSourceOverrideTarget"); got != "Pxe" {
@@ -164,7 +169,8 @@ func TestResetAndBootHook(t *testing.T) {
 		reset("Bogus", 400)
 		reset("", 400)
 		want := State{Power: bmc.Off, BootTarget: "Pxe", BootEnabled: "Disabled", BootMode: "UEFI", Boots: 2, LastBootDevice: bmc.BootDisk,
-			Resets: map[string]int{"On": 1, "ForceRestart": 1, "ForceOff": 1}}
+			Resets: map[string]int{"On": 1, "ForceRestart": 1, "ForceOff": 1},
+			Calls:  []string{"boot:Pxe/Once", "power:On", "power:ForceRestart", "power:ForceOff"}}
 		if diff := cmp.Diff(want, b.State()); diff != "" {
 			t.Errorf("State() mismatch (-want +got):\n%s", diff)
 		}

@@ -50,6 +50,10 @@ type Config struct {
 	// OnKexec is called after a successful boot.kexec (its result posted),
 	// so an emulated machine can "boot the OS"; Run then returns.
 	OnKexec func()
+	// OnCommand, when set, is called with a command's kind each time the
+	// agent starts running one (not when it posts a kept result again), so
+	// an emulated machine can record what its ramdisk ran.
+	OnCommand func(kind string)
 }
 
 func (c *Config) fill() {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,7 +71,14 @@ func TestJoinAndCollectLogs(t *testing.T) {
 func TestRepeatedCommandReturnsKeptResult(t *testing.T) {
 	t.Parallel()
 	relay := agenttest.NewRelay(t)
-	a := startAgent(t, relay, Config{}, "")
+	var mu sync.Mutex
+	var ran []string
+	onCommand := func(kind string) {
+		mu.Lock()
+		defer mu.Unlock()
+		ran = append(ran, kind)
+	}
+	a := startAgent(t, relay, Config{OnCommand: onCommand}, "")
 	id := ids.New(ids.Command)
 	cmd := kinds.Command{ID: id, NodeID: a.node, Kind: kinds.LogsCollect}
 	relay.Send(cmd)
@@ -80,6 +88,11 @@ func TestRepeatedCommandReturnsKeptResult(t *testing.T) {
 	if !first.Finished.Equal(second.Finished) || string(first.Payload) != string(second.Payload) {
 		t.Errorf("repeat of %s: result finished %v with %d bytes, want the kept one (%v, %d bytes)",
 			id, second.Finished, len(second.Payload), first.Finished, len(first.Payload))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) != 1 || ran[0] != kinds.LogsCollect {
+		t.Errorf("OnCommand calls = %q, want one %s (a repeat is not run again)", ran, kinds.LogsCollect)
 	}
 }
 

@@ -83,6 +83,9 @@ func (a *agent) execute(ctx context.Context, cmd kinds.Command) (res kinds.Resul
 	log := a.log.With("command", cmd.ID, "kind", cmd.Kind)
 	start := time.Now()
 	log.Info("ramdisk: running command")
+	if a.cfg.OnCommand != nil {
+		a.cfg.OnCommand(cmd.Kind)
+	}
 	p := a.startProgress(ctx, cmd.ID)
 	payload, err := a.run(ctx, cmd, p)
 	p.stop()
