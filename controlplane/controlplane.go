@@ -68,6 +68,10 @@ type Config struct {
 	AgentsListen       string // TLS listener for agents (join, secrets); "off" for none
 	Only               string // "", OnlyAPI or OnlyWorker
 	Logger             *slog.Logger
+	// TemporalLogger gets the embedded Temporal server's own logs from
+	// TemporalLogLevel up (nil: Logger, from warn up).
+	TemporalLogger   *slog.Logger
+	TemporalLogLevel slog.Leveler
 }
 
 // ControlPlane is a running control plane.
@@ -174,6 +178,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.TemporalLogger == nil {
+		cfg.TemporalLogger = cfg.Logger
 	}
 	return cfg
 }

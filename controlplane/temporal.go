@@ -76,7 +76,8 @@ func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
 		return err
 	}
 	srv, err := tserver.Start(ctx, tserver.Config{DataDir: cp.cfg.DataDir, Namespace: cp.cfg.TemporalNamespace,
-		Host: host, FrontendPort: port, UIPort: uiPort, CodecEndpoint: codecEndpoint(cp.cfg.Listen), TLS: tlsCfg, Logger: cp.log})
+		Host: host, FrontendPort: port, UIPort: uiPort, CodecEndpoint: codecEndpoint(cp.cfg.Listen), TLS: tlsCfg,
+		Logger: cp.cfg.TemporalLogger, LogLevel: cp.cfg.TemporalLogLevel})
 	if err != nil {
 		return err
 	}

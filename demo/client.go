@@ -24,8 +24,9 @@ type Client struct {
 	Workflows  bettercomputev1connect.WorkflowsServiceClient
 }
 
-// NewClient returns a client of the API at url with the token in tokenFile.
-func NewClient(url, tokenFile string) (*Client, error) {
+// NewClient returns a client of the API at url with the token in tokenFile;
+// opts come after the client's own (an interceptor of theirs sees the answers).
+func NewClient(url, tokenFile string, more ...connect.ClientOption) (*Client, error) {
 	b, err := os.ReadFile(tokenFile)
 	if err != nil {
 		return nil, err
@@ -38,7 +39,7 @@ func NewClient(url, tokenFile string) (*Client, error) {
 		}
 	})
 	hc := http.DefaultClient
-	opts := []connect.ClientOption{connect.WithProtoJSON(), connect.WithInterceptors(auth)}
+	opts := append([]connect.ClientOption{connect.WithProtoJSON(), connect.WithInterceptors(auth)}, more...)
 	return &Client{
 		Sites:      bettercomputev1connect.NewSitesServiceClient(hc, url, opts...),
 		SiteTokens: bettercomputev1connect.NewSiteTokensServiceClient(hc, url, opts...),

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/pki"
@@ -27,7 +29,16 @@ type Config struct {
 	Once     bool   // exit after the loop (non-zero if a machine failed)
 	DataDir  string // wiped at start: an emulated rack's BMCs change every run
 	Out      io.Writer
-	Logger   *slog.Logger
+	Logger   *slog.Logger // the control plane's, and every other process's unless set below
+
+	// Each process's own logger (nil: Logger).
+	TemporalLogger, SiteLogger, RackLogger, BMCLogger, RamdiskLogger *slog.Logger
+	// TemporalLogLevel is the least level the embedded Temporal server logs (nil: warn).
+	TemporalLogLevel slog.Leveler
+
+	BMCPassword string                 // the emulated BMCs' (default rackPassword)
+	APIOptions  []connect.ClientOption // more options of the API client: tests record its answers
+
 	// Listeners; the defaults are the control plane's. Tests use 127.0.0.1:0.
 	Listen, TemporalListen, UIListen, AgentsListen string
 	ImageSize                                      int64 // bytes of the demo OS image (default 64 MiB)
@@ -69,12 +80,13 @@ func Start(ctx context.Context, cfg Config) (d *Demo, err error) {
 	d.say("starting the control plane in %s", cfg.DataDir)
 	cpStart := time.Now()
 	d.CP, err = controlplane.Start(ctx, controlplane.Config{DataDir: cfg.DataDir, Listen: cfg.Listen,
-		TemporalListen: cfg.TemporalListen, UIListen: cfg.UIListen, AgentsListen: cfg.AgentsListen, Logger: cfg.Logger})
+		TemporalListen: cfg.TemporalListen, UIListen: cfg.UIListen, AgentsListen: cfg.AgentsListen, Logger: cfg.Logger,
+		TemporalLogger: cfg.TemporalLogger, TemporalLogLevel: cfg.TemporalLogLevel})
 	if err != nil {
 		return nil, err
 	}
 	d.cpTook = time.Since(cpStart)
-	if d.API, err = NewClient(d.CP.APIURL(), d.CP.RootTokenPath()); err != nil {
+	if d.API, err = NewClient(d.CP.APIURL(), d.CP.RootTokenPath(), cfg.APIOptions...); err != nil {
 		return nil, err
 	}
 	if err := d.register(ctx); err != nil {
@@ -98,6 +110,14 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	for _, l := range []**slog.Logger{&cfg.SiteLogger, &cfg.RackLogger, &cfg.BMCLogger, &cfg.RamdiskLogger} {
+		if *l == nil {
+			*l = cfg.Logger
+		}
+	}
+	if cfg.BMCPassword == "" {
+		cfg.BMCPassword = rackPassword
 	}
 	if cfg.ImageSize <= 0 {
 		cfg.ImageSize = 64 << 20

@@ -13,11 +13,13 @@ import (
 	"github.com/better-compute/better-compute/errs"
 )
 
-// Enroll enrolls an emulated machine by its BMC, as an operator would.
+// Enroll enrolls an emulated machine by its BMC, as an operator would. The
+// BMC password goes inline, so the control plane stores it as a secret://
+// reference.
 func (d *Demo) Enroll(ctx context.Context, m emulate.MachineInfo) (string, error) {
 	r, err := d.API.Metal.Enroll(ctx, connect.NewRequest(&v1.EnrollRequest{SiteId: d.SiteID, PoolId: d.PoolID,
 		Bmc: &v1.Bmc{Address: m.BMCAddress, Driver: m.BMCDriver,
-			Credentials: &v1.BmcCredentials{Username: m.BMCUsername, Password: rackPassword}}}))
+			Credentials: &v1.BmcCredentials{Username: m.BMCUsername, Password: d.cfg.BMCPassword}}}))
 	if err != nil {
 		return "", fmt.Errorf("%s: metal.enroll: %w", m.Name, err)
 	}

@@ -39,7 +39,7 @@ func (d *Demo) register(ctx context.Context) error {
 	d.say("site %s created; starting its site agent", d.SiteID)
 	d.Agent, err = siteagent.Start(ctx, siteagent.Config{ControlPlaneURL: d.CP.AgentsURL(), CAFile: d.CP.CAFile(),
 		TokenFile: tokenFile, DataDir: filepath.Join(d.cfg.DataDir, "site-agent"), BootListen: "127.0.0.1:0",
-		RelayListen: "127.0.0.1:0", Drivers: Drivers(), Logger: d.cfg.Logger})
+		RelayListen: "127.0.0.1:0", Drivers: Drivers(), Logger: d.cfg.SiteLogger})
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,8 @@ func (d *Demo) register(ctx context.Context) error {
 	d.say("pool %s, image %s (%d MiB, zstd %d KiB), profile %s v1 registered", d.PoolID, d.ImageID,
 		d.Image.Raw>>20, d.Image.Size>>10, DemoProfile)
 	d.Rack, err = emulate.Start(ctx, emulate.Config{Machines: d.cfg.Machines, Dir: filepath.Join(d.cfg.DataDir, "rack"),
-		BootURL: d.Agent.BootURL(), Username: "admin", Password: rackPassword, Logger: d.cfg.Logger})
+		BootURL: d.Agent.BootURL(), Username: "admin", Password: d.cfg.BMCPassword, Logger: d.cfg.RackLogger,
+		BMCLogger: d.cfg.BMCLogger, RamdiskLogger: d.cfg.RamdiskLogger})
 	if err != nil {
 		return err
 	}
@@ -76,8 +77,7 @@ func (d *Demo) register(ctx context.Context) error {
 	return nil
 }
 
-// rackPassword is the emulated BMCs' password; the demo enrolls with it
-// inline, so the control plane stores it as a secret:// reference.
+// rackPassword is the emulated BMCs' password unless Config says otherwise.
 const rackPassword = "demo-bmc-password"
 
 // Drivers is the BMC driver registry of the demo's site agent.

@@ -55,8 +55,8 @@ func (m *machine) startRamdisk(s script) {
 		nics[i] = agent.NIC{Name: "eth" + string(rune('0'+i)), MAC: mac}
 	}
 	cfg := agent.Config{Cmdline: s.Cmdline, Disks: disk.Host{Dir: m.dir}, NICs: nics, MemoryBytes: 8 << 30, CPUs: 4,
-		ProductUUID: m.id.UUID, BootURL: s.bootURL(), Logger: m.log.With("ramdisk", true), OnKexec: func() { m.bootOS(true) },
-		OnCommand: m.ranCommand}
+		ProductUUID: m.id.UUID, BootURL: s.bootURL(), Logger: m.rack.cfg.RamdiskLogger.With("machine", m.name, "ramdisk", true),
+		OnKexec: func() { m.bootOS(true) }, OnCommand: m.ranCommand}
 	m.mu.Lock()
 	m.stopRD, m.rdDone = cancel, done
 	m.st.BootedInto = BootedRamdisk

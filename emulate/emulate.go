@@ -36,6 +36,9 @@ type Config struct {
 	Password        string // the BMCs' password (never printed)
 	MockupDir       string // optional DMTF Redfish mockup for the BMCs
 	Logger          *slog.Logger
+	// BMCLogger and RamdiskLogger get the BMCs' and the ramdisks' logs
+	// apart from the rack's own (nil: Logger).
+	BMCLogger, RamdiskLogger *slog.Logger
 }
 
 // Boot states of a machine.
@@ -129,6 +132,12 @@ func (c *Config) fill() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.BMCLogger == nil {
+		c.BMCLogger = c.Logger
+	}
+	if c.RamdiskLogger == nil {
+		c.RamdiskLogger = c.Logger
 	}
 	return os.MkdirAll(c.Dir, 0o700)
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // slogLogger routes the Temporal server's own logs to an slog.Logger, keeping
-// only warnings and worse: the server logs a great deal at info.
+// those from a least level up (Config.LogLevel; warn unless told).
 type slogLogger struct {
 	log *slog.Logger
 	min *slog.LevelVar // raised above error while stopping: shutdown is noisy

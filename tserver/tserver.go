@@ -52,8 +52,11 @@ type Config struct {
 	// everything, a site's certificate only work its own site's task queue.
 	// nil keeps the frontend plain and open to whoever reaches it.
 	TLS *TLS
-	// Logger receives the server's own warnings and errors; nil discards them.
+	// Logger receives the server's own logs from LogLevel up; nil discards them.
 	Logger *slog.Logger
+	// LogLevel is the least level of the server's own logs that Logger
+	// gets; nil means warn (the server logs a great deal at info).
+	LogLevel slog.Leveler
 }
 
 // Server is a running embedded Temporal server.
@@ -64,7 +67,7 @@ type Server struct {
 	uiURL    string
 	tls      *frontendTLS // nil: plain
 	log      *slog.Logger
-	logLevel *slog.LevelVar // the server's own logs: warn and up, none while stopping
+	logLevel *slog.LevelVar // the server's own logs: from cfg.LogLevel up, none while stopping
 	lock     *os.File       // holds the data directory's lock; nil in memory
 
 	stopOnce sync.Once
@@ -92,7 +95,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		log:      cfg.Logger,
 		logLevel: new(slog.LevelVar),
 	}
-	s.logLevel.Set(slog.LevelWarn)
+	s.logLevel.Set(cfg.LogLevel.Level())
 	if cfg.TLS != nil {
 		if s.tls, err = loadTLS(*cfg.TLS, connectHost(cfg.Host)); err != nil {
 			return nil, withOp(err, op)
@@ -145,6 +148,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.LogLevel == nil {
+		cfg.LogLevel = slog.LevelWarn
 	}
 	return cfg
 }

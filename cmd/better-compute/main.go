@@ -24,11 +24,16 @@ func main() {
 }
 
 func logger(level string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: parseLevel(level, slog.LevelInfo)}))
+}
+
+// parseLevel reads debug, info, warn or error; anything else is def.
+func parseLevel(level string, def slog.Level) slog.Level {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
+		return def
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	return l
 }
 
 func dataDirFlag() *cli.StringFlag {
@@ -55,6 +60,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "pki-dir", Usage: "the CA (default: <data-dir>/pki)"},
 			&cli.StringFlag{Name: "only", Usage: "run only the api or only the worker, for scale-out"},
 			&cli.StringFlag{Name: "log-level", Value: "info"},
+			&cli.StringFlag{Name: "temporal-log-level", Value: "warn", Usage: "the embedded Temporal server's own logs from this level (within --log-level)"},
 		},
 		Action: func(c *cli.Context) error {
 			return controlplane.Run(c.Context, controlplane.Config{
@@ -64,6 +70,7 @@ func serveCommand() *cli.Command {
 				TemporalTLS: c.Bool("temporal-tls"), TemporalServerName: c.String("temporal-server-name"),
 				AgentsListen: c.String("agents-listen"), ConfigFile: c.String("config"), PKIDir: c.String("pki-dir"),
 				Only: c.String("only"), Logger: logger(c.String("log-level")),
+				TemporalLogLevel: parseLevel(c.String("temporal-log-level"), slog.LevelWarn),
 			}, c.App.Writer)
 		},
 	}
