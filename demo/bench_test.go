@@ -7,9 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +27,10 @@ import (
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bench/bare"
 	"github.com/better-compute/better-compute/bench/procmem"
+	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/pki"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -33,7 +39,7 @@ var fleetFlag = flag.String("fleet", "1,5,20", "BenchmarkFleet: the fleet sizes 
 // BenchmarkFleet takes N emulated machines through one loop at once on the
 // embedded default (control plane, embedded Temporal on SQLite, Postgres,
 // site agent and emulated rack, as `better-compute demo` runs them), then
-// runs bare Temporal with the same activities in the same process:
+// runs bare Temporal on the same server (package bench/bare):
 //
 //	Fleet/ours/N=n  one iteration = every machine deploy → deployed →
 //	                undeploy → ready at once (metal.deploy then
@@ -41,10 +47,16 @@ var fleetFlag = flag.String("fleet", "1,5,20", "BenchmarkFleet: the fleet sizes 
 //	                machine is enrolled once, and goes through one warm-up
 //	                loop, before the timer starts: a loop is deploy+undeploy.
 //	Fleet/bare/N=n  one iteration = n machines at once, each running one
-//	                bare workflow per workflow of our loop, with the same
-//	                sequence of local activities, control-plane-queue and
-//	                site-queue activities as read from our history; every
-//	                activity is a no-op.
+//	                bare workflow per workflow of our loop, on the same
+//	                embedded server, namespace and mTLS identities (the
+//	                control plane's client, a site's through the
+//	                authorizer), with the codec, our search attributes and
+//	                the same sequence of local, control-plane-queue and
+//	                site-queue activities with the options ours had, read
+//	                from our history; every activity is a no-op (one
+//	                heartbeat where ours have a heartbeat timeout). The bare
+//	                run checks that its histories show the same steps and
+//	                options as ours.
 //
 // Metrics: loops/s (machine loops per second), acts/s (activities, local
 // and regular, per second), acts/loop and local/loop, s-wall/loop (a
@@ -52,7 +64,8 @@ var fleetFlag = flag.String("fleet", "1,5,20", "BenchmarkFleet: the fleet sizes 
 // s-in-acts/loop (how much of that its regular activities ran: the site,
 // ramdisk and control-plane work; the rest is Temporal's dispatch and
 // workflow tasks), MiB-peak-RSS (VmHWM of this test process, reset before
-// each sub-benchmark: everything but Postgres), MiB-pg-peak-RSS (Postgres's
+// each sub-benchmark: everything but Postgres; ours only, as bare runs in the
+// same process beside our idle control plane), MiB-pg-peak-RSS (Postgres's
 // tree, sampled every 100ms, shared pages counted once), and on bare,
 // ours/bare (time per loop, ours over bare). bench/fleet.sh prints a table.
 func BenchmarkFleet(b *testing.B) {
@@ -62,9 +75,25 @@ func BenchmarkFleet(b *testing.B) {
 	slog.SetDefault(slog.New(slog.DiscardHandler))
 	b.Cleanup(func() { slog.SetDefault(prev) })
 	for _, n := range fleetSizes(b) {
-		var ours fleetResult
-		b.Run(fmt.Sprintf("ours/N=%d", n), func(b *testing.B) { ours = benchOurs(b, n) })
-		b.Run(fmt.Sprintf("bare/N=%d", n), func(b *testing.B) { benchBare(b, n, ours) })
+		f := &fleet{n: n, dir: b.TempDir()} // the parent's: a sub-benchmark's goes when it ends
+		b.Run(fmt.Sprintf("ours/N=%d", n), f.benchOurs)
+		b.Run(fmt.Sprintf("bare/N=%d", n), f.benchBare)
+		f.stop()
+	}
+}
+
+// fleet is one fleet size: the demo that ours starts and bare runs beside,
+// on its Temporal server, and what ours measured.
+type fleet struct {
+	n    int
+	dir  string
+	demo *demo.Demo
+	ours fleetResult
+}
+
+func (f *fleet) stop() {
+	if f.demo != nil {
+		f.demo.Stop()
 	}
 }
 
@@ -83,7 +112,7 @@ func fleetSizes(b *testing.B) []int {
 // fleetResult is what a sub-benchmark measured.
 type fleetResult struct {
 	loopsPerSec float64
-	plans       []bare.Plan // one loop's workflows, as our history shows them
+	flows       []bare.Flow // one loop's workflows, as our history shows them
 }
 
 // settle returns freed memory to the OS and resets the peak RSS, so that a
@@ -96,18 +125,18 @@ func settle(b *testing.B) {
 	}
 }
 
-func benchOurs(b *testing.B, n int) fleetResult {
+// benchOurs starts the demo, left running for benchBare, and measures it.
+func (f *fleet) benchOurs(b *testing.B) {
 	settle(b)
-	dir := b.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	d, err := demo.Start(ctx, demo.Config{Machines: n, DataDir: dir, Listen: "127.0.0.1:0",
+	d, err := demo.Start(ctx, demo.Config{Machines: f.n, DataDir: f.dir, Listen: "127.0.0.1:0",
 		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20})
 	if err != nil {
-		b.Fatalf("demo.Start(%d machines) = %v", n, err)
+		b.Fatalf("demo.Start(%d machines) = %v", f.n, err)
 	}
-	defer d.Stop()
-	pg, err := procmem.PidFile(filepath.Join(dir, "postgres", "postmaster.pid"))
+	f.demo = d
+	pg, err := procmem.PidFile(filepath.Join(f.dir, "postgres", "postmaster.pid"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,9 +155,9 @@ func benchOurs(b *testing.B, n int) fleetResult {
 		b.Fatalf("peak RSS: %v; Postgres's: %v", err, pgErr)
 	}
 	st := readRuns(b, d.CP.Client(), runs, wf.ControlPlaneQueue, nil)
-	res := reportFleet(b, st, elapsed, peak)
+	f.ours = reportFleet(b, st, elapsed)
+	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
 	b.ReportMetric(float64(pgPeak)/(1<<20), "MiB-pg-peak-RSS")
-	return res
 }
 
 // runRef names one workflow run of a loop.
@@ -212,32 +241,54 @@ func deployAndUndeploy(ctx context.Context, d *demo.Demo, node string) ([]runRef
 // runStats is what the histories of a sub-benchmark's runs show.
 type runStats struct {
 	loops, activities int
-	plans             []bare.Plan   // one loop's workflows
+	flows             []bare.Flow   // one loop's workflows, as the first loop ran them
 	wall, inActs      time.Duration // summed over the runs: see bare.Times
 }
 
-// readRuns reads every run's history. The plan of a loop must be the same
-// for every loop of every machine, and the same as want when given.
-func readRuns(b *testing.B, c client.Client, runs []runRef, homeQueue string, want []bare.Plan) runStats {
+// readRuns reads every run's history. The flow of a loop (its steps with
+// their options, and the names of its search attributes) must be the same
+// for every loop of every machine, and the same as want's when given.
+func readRuns(b *testing.B, c client.Client, runs []runRef, homeQueue string, want []bare.Flow) runStats {
 	var st runStats
 	for _, r := range runs {
 		h := historyOf(b, c, r.workflowID, r.runID)
-		p := bare.PlanOf(h, homeQueue)
+		f, err := bare.FlowOf(h, homeQueue)
+		if err != nil {
+			b.Fatalf("run %s of %s: %v", r.runID, r.workflowID, err)
+		}
 		wall, in := bare.Times(h)
-		st.activities, st.wall, st.inActs = st.activities+len(p), st.wall+wall, st.inActs+in
+		st.activities, st.wall, st.inActs = st.activities+len(f.Plan), st.wall+wall, st.inActs+in
 		if r.loop == 0 {
 			st.loops++
 		}
-		if r.loop == len(st.plans) {
-			st.plans = append(st.plans, p)
-		} else if fmt.Sprint(p) != fmt.Sprint(st.plans[r.loop]) {
-			b.Fatalf("run %s of %s ran %v, another ran %v: the plan of a loop should not vary", r.runID, r.workflowID, p, st.plans[r.loop])
+		if r.loop == len(st.flows) {
+			st.flows = append(st.flows, f)
+		} else if shape(f) != shape(st.flows[r.loop]) {
+			b.Fatalf("run %s of %s ran %s, another ran %s: the flow of a loop should not vary", r.runID, r.workflowID, shape(f), shape(st.flows[r.loop]))
 		}
 	}
-	if want != nil && fmt.Sprint(want) != fmt.Sprint(st.plans) {
-		b.Fatalf("readRuns: the loops ran %v, want %v", st.plans, want)
+	for i := range want {
+		if i >= len(st.flows) || shape(want[i]) != shape(st.flows[i]) {
+			b.Fatalf("readRuns: the loops ran %v, want %v", shapes(st.flows), shapes(want))
+		}
 	}
 	return st
+}
+
+// shape is what must match between two runs of a flow: its steps with their
+// options, and which search attributes it started with (their values name
+// the node).
+func shape(f bare.Flow) string {
+	names := slices.Sorted(maps.Keys(bare.Values(f.SearchAttributes)))
+	return fmt.Sprintf("%v search attributes %v", f.Plan, names)
+}
+
+func shapes(fs []bare.Flow) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, shape(f))
+	}
+	return out
 }
 
 func historyOf(b *testing.B, c client.Client, id, runID string) []*historypb.HistoryEvent {
@@ -253,39 +304,69 @@ func historyOf(b *testing.B, c client.Client, id, runID string) []*historypb.His
 	return events
 }
 
-// benchBare runs the baseline with our loop's plans.
-func benchBare(b *testing.B, n int, ours fleetResult) {
-	if len(ours.plans) == 0 {
-		b.Fatalf("Fleet/bare/N=%d mirrors the activities of Fleet/ours/N=%d: run both (-bench 'Fleet/.*/N=%d$')", n, n, n)
+// benchBare runs the baseline with our loop's flows on the server of the
+// demo that benchOurs started: the control plane's client for the workflows
+// and control-plane activities, and a site's (a certificate of the demo's CA
+// for a site of its own) for the site activities.
+func (f *fleet) benchBare(b *testing.B) {
+	if f.demo == nil || len(f.ours.flows) == 0 {
+		b.Fatalf("Fleet/bare/N=%d runs beside Fleet/ours/N=%d: run both (-bench 'Fleet/.*/N=%d$')", f.n, f.n, f.n)
 	}
 	settle(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	bl, err := bare.Start(ctx, b.TempDir())
-	if err != nil {
-		b.Fatalf("bare.Start = %v", err)
-	}
+	bl := startBare(ctx, b, f)
 	defer bl.Stop()
-	loopBare(ctx, b, bl, n, ours.plans) // warm-up, as ours
+	loopBare(ctx, b, bl, f.n, f.ours.flows) // warm-up, as ours
 	var runs []runRef
 	for b.Loop() {
-		runs = append(runs, loopBare(ctx, b, bl, n, ours.plans)...)
+		runs = append(runs, loopBare(ctx, b, bl, f.n, f.ours.flows)...)
 	}
 	elapsed := b.Elapsed()
-	peak, err := procmem.PeakRSS()
+	res := reportFleet(b, readRuns(b, f.demo.CP.Client(), runs, bare.HomeQueue, f.ours.flows), elapsed)
+	b.ReportMetric(res.loopsPerSec/f.ours.loopsPerSec, "ours/bare")
+}
+
+// bareSite is the baseline's site: its own task queue, so the demo's site
+// agent never sees the baseline's activities.
+const bareSite = "site_bare"
+
+func startBare(ctx context.Context, b *testing.B, f *fleet) *bare.Baseline {
+	cp := f.demo.CP
+	ca, err := pki.Load(filepath.Join(f.dir, "pki"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	res := reportFleet(b, readRuns(b, bl.Client(), runs, bare.HomeQueue, ours.plans), elapsed, peak)
-	b.ReportMetric(res.loopsPerSec/ours.loopsPerSec, "ours/bare")
+	host, _, err := net.SplitHostPort(cp.TemporalAddress())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tc, err := bare.SiteTLS(ca, bareSite, host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key, err := cp.Store().CodecKey(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	away, err := bare.Dial(ctx, cp.TemporalAddress(), controlplane.DefaultNamespace, key, tc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(away.Close)
+	bl, err := bare.Start(bare.Config{Home: cp.Client(), Away: away, AwayQueue: kinds.SiteTaskQueue(bareSite)})
+	if err != nil {
+		b.Fatalf("bare.Start = %v", err)
+	}
+	return bl
 }
 
-func loopBare(ctx context.Context, b *testing.B, bl *bare.Baseline, n int, plans []bare.Plan) []runRef {
+func loopBare(ctx context.Context, b *testing.B, bl *bare.Baseline, n int, flows []bare.Flow) []runRef {
 	runs := make([][]string, n)
 	fails := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { runs[i], fails[i] = bl.Run(ctx, fmt.Sprintf("m%02d", i), plans) })
+		wg.Go(func() { runs[i], fails[i] = bl.Run(ctx, fmt.Sprintf("m%02d", i), flows) })
 	}
 	wg.Wait()
 	var all []runRef
@@ -301,19 +382,18 @@ func loopBare(ctx context.Context, b *testing.B, bl *bare.Baseline, n int, plans
 }
 
 // reportFleet reports the metrics common to ours and bare.
-func reportFleet(b *testing.B, st runStats, elapsed time.Duration, peak int64) fleetResult {
+func reportFleet(b *testing.B, st runStats, elapsed time.Duration) fleetResult {
 	local, perLoop := 0, 0
-	for _, p := range st.plans {
-		l, reg := p.Counts()
+	for _, f := range st.flows {
+		l, reg := f.Plan.Counts()
 		local, perLoop = local+l, perLoop+l+reg
 	}
-	res := fleetResult{loopsPerSec: float64(st.loops) / elapsed.Seconds(), plans: st.plans}
+	res := fleetResult{loopsPerSec: float64(st.loops) / elapsed.Seconds(), flows: st.flows}
 	b.ReportMetric(res.loopsPerSec, "loops/s")
 	b.ReportMetric(float64(st.activities)/elapsed.Seconds(), "acts/s")
 	b.ReportMetric(float64(perLoop), "acts/loop")
 	b.ReportMetric(float64(local), "local/loop")
 	b.ReportMetric(st.wall.Seconds()/float64(st.loops), "s-wall/loop")
 	b.ReportMetric(st.inActs.Seconds()/float64(st.loops), "s-in-acts/loop")
-	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
 	return res
 }

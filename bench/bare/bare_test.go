@@ -2,55 +2,159 @@ package bare
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/better-compute/better-compute/codec"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/tserver"
 )
 
-// TestRunRecordsThePlan runs two workflows of one machine on a file-backed
-// server and reads each plan back from its history.
-func TestRunRecordsThePlan(t *testing.T) {
+const testNamespace = "bc"
+
+// TestRunAsTheControlPlane runs two workflows of one machine on a server
+// configured as the control plane's with a CA (mTLS only, the authorizer,
+// the namespace's search attributes), through a control-plane client and a
+// site's, both with the payload codec, and reads each flow back from its
+// history: the same steps with the same options, the same search
+// attributes, encrypted payloads, a heartbeat per heartbeating step, and a
+// site's client refused what only the control plane may do.
+func TestRunAsTheControlPlane(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := Start(ctx, t.TempDir())
+	srv, ca := startServer(t, ctx)
+	key := make([]byte, codec.KeySize)
+	rand.Read(key)
+	home := dial(t, ctx, srv.FrontendAddress(), key, srv.ClientTLS())
+	siteTLS, err := SiteTLS(ca, "site_bare", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	away := dial(t, ctx, srv.FrontendAddress(), key, siteTLS)
+	b, err := Start(Config{Home: home, Away: away, AwayQueue: kinds.SiteTaskQueue("site_bare")})
 	if err != nil {
 		t.Fatalf("Start = %v", err)
 	}
 	t.Cleanup(b.Stop)
-	plans := []Plan{
-		{Home, Local, Away, Local, Home},
-		{Local, Away, Away, Local, Home, Home},
+
+	retry := func(attempts int32) *temporal.RetryPolicy {
+		return &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
+			MaximumAttempts: attempts, NonRetryableErrorTypes: []string{"INVALID_INPUT", "UNVERIFIED_WIPE"}}
 	}
-	runs, err := b.Run(ctx, "m1", plans)
-	if err != nil {
-		t.Fatalf("Run(m1) = %v", err)
+	local := Step{Kind: Local}
+	cp := Step{Kind: Home, StartToClose: time.Minute, Retry: retry(10)}
+	bmc := Step{Kind: Away, StartToClose: 2 * time.Minute, Retry: retry(8)}
+	ramdisk := Step{Kind: Away, StartToClose: 15 * time.Minute, Heartbeat: 20 * time.Second, Retry: retry(8)}
+	sa := temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword("NodeId").ValueSet("node_1"),
+		temporal.NewSearchAttributeKeyInt64("ProfileVersion").ValueSet(3))
+	flows := []Flow{
+		{Plan{cp, local, bmc, local, local, ramdisk, local, cp}, sa},
+		{Plan{local, ramdisk, local, cp, cp}, sa},
 	}
-	if len(runs) != len(plans) {
-		t.Fatalf("Run(m1) = %d runs, want %d", len(runs), len(plans))
+	runs, err := b.Run(ctx, "m1", flows)
+	if err != nil || len(runs) != len(flows) {
+		t.Fatalf("Run(m1) = %d runs, %v; want %d", len(runs), err, len(flows))
 	}
 	for i, runID := range runs {
-		h := history(t, b, "bare/m1", runID)
-		got := PlanOf(h, HomeQueue)
-		if diff := cmp.Diff(plans[i], got); diff != "" {
-			t.Errorf("PlanOf(run %d) (-want +got):\n%s", i, diff)
-		}
-		// No-op activities run in next to no time of the workflow's.
-		if wall, in := Times(h); wall <= 0 || in < 0 || in > wall/2 {
-			t.Errorf("Times(run %d) = wall %v, in activities %v; want wall > 0 and under half of it in no-ops", i, wall, in)
-		}
+		checkRun(t, home, runID, flows[i])
 	}
-	if l, r := plans[1].Counts(); l != 2 || r != 4 {
-		t.Errorf("Counts(%v) = %d local, %d regular; want 2, 4", plans[1], l, r)
+	if got := b.Heartbeats(); got != 2 {
+		t.Errorf("Heartbeats() = %d, want 2 (one per ramdisk step)", got)
+	}
+	_, err = away.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "bare/forged", TaskQueue: HomeQueue}, "bare.loop", Input{})
+	if pd := (*serviceerror.PermissionDenied)(nil); !errors.As(err, &pd) {
+		t.Errorf("ExecuteWorkflow with a site's certificate = %v, want PermissionDenied from the authorizer", err)
+	}
+	if l, r := flows[0].Plan.Counts(); l != 4 || r != 4 {
+		t.Errorf("Counts(%v) = %d local, %d regular; want 4, 4", flows[0].Plan, l, r)
 	}
 }
 
-func history(t *testing.T, b *Baseline, id, runID string) []*historypb.HistoryEvent {
+// checkRun reads run's flow back from its raw history.
+func checkRun(t *testing.T, c client.Client, runID string, want Flow) {
 	t.Helper()
-	iter := b.Client().GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	h := history(t, c, "bare/m1", runID)
+	got, err := FlowOf(h, HomeQueue)
+	if err != nil {
+		t.Fatalf("FlowOf(run %s) = %v", runID, err)
+	}
+	if diff := cmp.Diff(want.Plan, got.Plan); diff != "" {
+		t.Errorf("FlowOf(run %s).Plan (-want +got):\n%s", runID, diff)
+	}
+	if diff := cmp.Diff(Values(want.SearchAttributes), Values(got.SearchAttributes)); diff != "" {
+		t.Errorf("FlowOf(run %s).SearchAttributes (-want +got):\n%s", runID, diff)
+	}
+	in := h[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()
+	if len(in) != 1 || string(in[0].GetMetadata()[codec.MetadataEncoding]) != codec.EncodingEncrypted {
+		t.Errorf("run %s: input payloads %v, want one encrypted by the codec", runID, in)
+	}
+	// No-op activities run in next to no time of the workflow's.
+	if wall, inActs := Times(h); wall <= 0 || inActs < 0 || inActs > wall/2 {
+		t.Errorf("Times(run %s) = wall %v, in activities %v; want wall > 0 and under half of it in no-ops", runID, wall, inActs)
+	}
+}
+
+// startServer starts an embedded server as the control plane does with a
+// CA: its frontend speaks mTLS only, with a control-plane serving
+// certificate, and authorizes by certificate.
+func startServer(t *testing.T, ctx context.Context) (*tserver.Server, *pki.CA) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.Init(filepath.Join(dir, "pki"), "bare.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, keyPEM, err := pki.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := ca.IssueServer(k.Public(), pki.RoleControlPlane, "control-plane", []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &tserver.TLS{CertFile: filepath.Join(dir, "frontend.crt"), KeyFile: filepath.Join(dir, "frontend.key"),
+		CAFile: filepath.Join(dir, "pki", pki.CACertFile)}
+	if err := os.WriteFile(tc.CertFile, certPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tc.KeyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := tserver.Start(ctx, tserver.Config{DataDir: dir, Namespace: testNamespace, UIPort: -1, TLS: tc})
+	if err != nil {
+		t.Fatalf("tserver.Start = %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	return srv, ca
+}
+
+func dial(t *testing.T, ctx context.Context, addr string, key []byte, tc *tls.Config) client.Client {
+	t.Helper()
+	c, err := Dial(ctx, addr, testNamespace, key, tc)
+	if err != nil {
+		t.Fatalf("Dial(%s) = %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func history(t *testing.T, c client.Client, id, runID string) []*historypb.HistoryEvent {
+	t.Helper()
+	iter := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var events []*historypb.HistoryEvent
 	for iter.HasNext() {
 		ev, err := iter.Next()
@@ -61,7 +165,6 @@ func history(t *testing.T, b *Baseline, id, runID string) []*historypb.HistoryEv
 	}
 	return events
 }
-
 func TestTimes(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	ev := func(id int64, after time.Duration, attrs func(*historypb.HistoryEvent)) *historypb.HistoryEvent {

@@ -1,0 +1,45 @@
+package bare
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/better-compute/better-compute/codec"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
+)
+
+// Dial connects to Temporal as better-compute's processes do: every payload
+// through the encrypting codec with key, failures too, over tc (mutual
+// TLS) when it is not nil.
+func Dial(ctx context.Context, addr, namespace string, key []byte, tc *tls.Config) (client.Client, error) {
+	dc := codec.NewDataConverter(key)
+	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace,
+		DataConverter: dc, FailureConverter: codec.NewFailureConverter(dc),
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{TLS: tc}})
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "dial Temporal at %s for the baseline", addr)
+	}
+	return c, nil
+}
+
+// SiteTLS is how a site agent of siteID dials the frontend: a certificate
+// from ca for a fresh key, as a join issues it, and the frontend checked
+// against ca as serverName.
+func SiteTLS(ca *pki.CA, siteID, serverName string) (*tls.Config, error) {
+	key, keyPEM, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	certPEM, err := ca.Issue(key.Public(), pki.RoleSite, siteID, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	return pki.ClientTLS(ca.Pool(), certPEM, keyPEM, serverName)
+}
