@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/zstd"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -274,4 +275,24 @@ func lastOfKind(cmds []*v1.Command, kind string) *v1.Command {
 		}
 	}
 	return c
+}
+
+// checkDeployRun: the commands of the deploy run runID are the verb's, in
+// order, once each, all succeeded, each in the attempt attempts names for its
+// kind or else in its first: a site step that ran again shows its attempt.
+func checkDeployRun(t *testing.T, cmds []*v1.Command, runID string, attempts map[string]int32) {
+	t.Helper()
+	var kinds []string
+	for _, c := range cmds {
+		if c.RunId != runID {
+			continue
+		}
+		kinds = append(kinds, c.Kind)
+		if want := max(attempts[c.Kind], 1); c.Status != "succeeded" || c.Attempt != want {
+			t.Errorf("command %s %s = %s in attempt %d (%s), want succeeded in attempt %d", c.Step, c.Kind, c.Status, c.Attempt, c.Error, want)
+		}
+	}
+	if diff := cmp.Diff(deployKinds, kinds); diff != "" {
+		t.Errorf("commands of the deploy run %s (-want +got):\n%s", runID, diff)
+	}
 }

@@ -15,22 +15,30 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/ramdisk/disk"
 )
 
-// crashImageSize is the deploy image of the crash tests: dense enough that
-// deploy.image takes the disk a few seconds, past its first durable
-// checkpoint (every 256 MiB), so a kill lands while the image streams.
-const crashImageSize = 1 << 30
+// The site agent crash test's sizes come from the interval at which the
+// ramdisk makes its image writes durable (disk.SyncEvery), not from copies
+// of it. Kill k of bcd site comes once the stream it breaks has written a
+// quarter interval past the image's k-th durable checkpoint, so the write
+// resumes at least k intervals in; the image is an interval longer than the
+// last checkpoint a kill waits for, so the last kill lands while it streams.
+const (
+	crashKills     = 2
+	crashImageSize = (crashKills + 1) * disk.SyncEvery
+)
 
-// killAfterWritten is how much of the image must be on the fake disk before
-// the site agent is killed.
-const killAfterWritten = 320 << 20
+// killPoint is how far into the image the stream that kill k (from 1)
+// breaks has written when the kill comes.
+func killPoint(k int) int64 { return int64(k)*disk.SyncEvery + disk.SyncEvery/4 }
 
 // Log lines the tests read: the ramdisk's (in the rack's log file), then
 // bcd site's.
@@ -45,10 +53,14 @@ const (
 
 // TestSiteAgentKilledDuringDeploy kills -9 `bcd site` (a real process)
 // while the ramdisk streams the image from it, starts it again on the same
-// data dir and ports, and checks that the deploy finishes without running
+// data dir and ports, kills it again while the resumed stream runs, starts
+// it once more, and checks that the deploy finishes without running
 // anything twice: one download into the site cache, one ramdisk boot and
 // token for the deploy, one deploy.image command that ran once on the
-// ramdisk (resuming its stream), and the image on disk byte for byte.
+// ramdisk, each resumed stream beginning at the offset the ramdisk had made
+// durable and writing nothing below it again (per the fake disk's write
+// log), every step in its first attempt but deploy.image, retried once per
+// attempt a kill ended, and the image on disk byte for byte.
 func TestSiteAgentKilledDuringDeploy(t *testing.T) {
 	bcd := binary(t, "bcd")
 	began := time.Now()
@@ -75,23 +87,39 @@ func TestSiteAgentKilledDuringDeploy(t *testing.T) {
 	t.Logf("%s is ready as %s after %s", m.Name, id, time.Since(began).Round(100*time.Millisecond))
 
 	before, _ := rack.State(m.Name)
-	base := allocated(t, disks)
+	if n := len(imageRuns(t, disks)); n != 0 {
+		t.Fatalf("streams of an image onto %s before the deploy = %d, want 0", m.Name, n)
+	}
 	joins := countLines(t, agent.log, logJoined)
 	if _, err := api.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: crashProfile, ProfileVersion: 1})); err != nil {
 		t.Fatal(err)
 	}
-	written := waitWriting(ctx, t, api, id, disks, base)
-	agent.kill9()
-	killed := time.Now()
-	t.Logf("killed -9 bcd site (pid %d) with %d MiB of the image on disk", agent.pid(), written>>20)
-	time.Sleep(time.Second)
-	agent.start(args...) // no token: it joined already
-	agent.waitLog("site agent started", 2, 30*time.Second)
+	var sent *v1.Command
+	var killed time.Time
+	ended := map[int32]bool{} // the attempts of deploy.image a kill ended
+	for k := 1; k <= crashKills; k++ {
+		var written int64
+		sent, written = waitWriting(ctx, t, api, id, disks, k)
+		agent.kill9()
+		killed = time.Now()
+		time.Sleep(time.Second) // Temporal sees the dead worker's connection go
+		attempt, running := pendingAttempt(ctx, t, cp, sent)
+		if running {
+			ended[attempt] = true
+		}
+		t.Logf("kill %d: killed -9 bcd site (pid %d) with stream %d at %d MiB of the image; deploy.image's attempt %d was running: %v",
+			k, agent.pid(), k, written>>20, attempt, running)
+		agent.start(args...) // no token: it joined already
+		agent.waitLog("site agent started", k+1, 30*time.Second)
+	}
+	if !ended[1] {
+		t.Errorf("the first kill did not end deploy.image's first attempt (attempts it ended: %v); want it running then", ended)
+	}
 
 	if err := waitState(ctx, api, id, "deployed", 3*time.Minute); err != nil {
-		t.Fatalf("after the restart: %v\nbcd site:\n%s\nrack:\n%s", err, tail(agent.log, 30), tail(rackLog, 30))
+		t.Fatalf("after the restarts: %v\nbcd site:\n%s\nrack:\n%s", err, tail(agent.log, 30), tail(rackLog, 30))
 	}
-	t.Logf("deployed %s after the kill; test took %s", time.Since(killed).Round(100*time.Millisecond), time.Since(began).Round(100*time.Millisecond))
+	t.Logf("deployed %s after the last kill; test took %s", time.Since(killed).Round(100*time.Millisecond), time.Since(began).Round(100*time.Millisecond))
 
 	after, _ := rack.State(m.Name)
 	if after.BootedInto != emulate.BootedOS || !after.OSImage || !after.Kexeced {
@@ -106,89 +134,189 @@ func TestSiteAgentKilledDuringDeploy(t *testing.T) {
 	if got := disksHolding(t, disks, img); len(got) != 1 {
 		t.Errorf("disks holding the image byte for byte = %v, want exactly one", got)
 	}
-	checkDeployImageOnce(t, api, id, rackLog)
-	checkResumed(t, rackLog)
-	// The retried activity got the result of the ramdisk's one run, kept by
-	// the restarted agent's relay, instead of sending the command again.
-	if n := countLines(t, agent.log, logKeptReturned); n != 1 {
-		t.Errorf("bcd site returned a kept result %d times, want once (the retried deploy.image):\n%s", n, tail(agent.log, 20))
+	cmds, err := commandsOf(ctx, api, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each ended attempt was retried once; the last attempt ran to the end.
+	checkDeployRun(t, cmds, sent.RunId, map[string]int32{"deploy.image": int32(1 + len(ended))})
+	if n := countLines(t, rackLog, logRunning, logKindDeploy); n != 1 {
+		t.Errorf("the ramdisk started deploy.image %d times, want 1", n)
+	}
+	checkResumed(t, rackLog, imageRuns(t, disks), img.Raw)
+	// A retried activity gets the result of the ramdisk's one run instead of
+	// sending the command again: kept by the relay when the result came
+	// first, else awaited; which came first is Temporal's timing.
+	if n := countLines(t, agent.log, logKeptReturned); n > 1 {
+		t.Errorf("bcd site returned a kept result %d times, want at most once (the last deploy.image attempt):\n%s", n, tail(agent.log, 20))
 	}
 	if n := countLines(t, agent.log, logJoined) - joins; n != 1 {
-		t.Errorf("ramdisk joins through the relay during the deploy = %d over both runs of bcd site, want 1", n)
+		t.Errorf("ramdisk joins through the relay during the deploy = %d over the runs of bcd site, want 1", n)
 	}
 }
 
-// waitWriting waits until deploy.image is sent and killAfterWritten bytes
-// of the image are on the machine's disks, and returns how many are.
-func waitWriting(ctx context.Context, t *testing.T, api *demo.Client, id, disks string, base int64) int64 {
+// waitWriting waits until the k-th stream of the image onto the machine's
+// disks has written killPoint(k) bytes into it, and returns deploy.image's
+// command, which must be in flight, and how far the stream got.
+func waitWriting(ctx context.Context, t *testing.T, api *demo.Client, id, disks string, k int) (*v1.Command, int64) {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		n := allocated(t, disks) - base
-		if n < killAfterWritten {
+		runs := imageRuns(t, disks)
+		if len(runs) > k {
+			t.Fatalf("streams of the image before kill %d = %d, want %d: a stream broke that no kill broke", k, len(runs), k)
+		}
+		if len(runs) < k || runEnd(runs[k-1]) < killPoint(k) {
 			continue
 		}
 		cmds, err := commandsOf(ctx, api, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c := lastOfKind(cmds, "deploy.image"); c == nil || c.Status != "sent" {
-			t.Fatalf("with %d MiB on disk, deploy.image = %v; want it sent (the image is too small to catch mid-write?)", n>>20, c)
+		c := lastOfKind(cmds, "deploy.image")
+		if c == nil || c.Status != "sent" {
+			t.Fatalf("with stream %d at %d MiB, deploy.image = %v; want it sent (the image is too small to catch mid-write?)", k, runEnd(runs[k-1])>>20, c)
 		}
-		return n
+		return c, runEnd(runs[k-1])
 	}
-	t.Fatal("the ramdisk did not start writing the image within 2 minutes")
-	return 0
+	t.Fatalf("stream %d of the image did not reach %d MiB within 2 minutes", k, killPoint(k)>>20)
+	return nil, 0
 }
 
-// checkDeployImageOnce: the deploy's commands are the verb's, in order,
-// each once and succeeded, and the ramdisk ran deploy.image once.
-func checkDeployImageOnce(t *testing.T, api *demo.Client, id, rackLog string) {
+// pendingAttempt asks Temporal for the activity of the step c, pending in
+// its run: its attempt, and whether a worker has started it.
+func pendingAttempt(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, c *v1.Command) (int32, bool) {
 	t.Helper()
-	cmds, err := commandsOf(context.Background(), api, id)
+	d, err := cp.Client().DescribeWorkflowExecution(ctx, c.WorkflowId, c.RunId)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var kinds []string
-	for _, c := range cmds[len(enrollKinds):] {
-		kinds = append(kinds, c.Kind)
-		if c.Status != "succeeded" {
-			t.Errorf("command %s %s = %s (attempt %d, %s), want succeeded", c.Step, c.Kind, c.Status, c.Attempt, c.Error)
-		}
-		if c.Kind == "deploy.image" && c.Attempt < 2 {
-			t.Errorf("deploy.image attempt = %d, want at least 2 (its activity was retried after the kill)", c.Attempt)
+	for _, p := range d.PendingActivities {
+		if p.ActivityId == c.Step {
+			return p.Attempt, p.State == enumspb.PENDING_ACTIVITY_STATE_STARTED
 		}
 	}
-	if diff := cmp.Diff(deployKinds, kinds); diff != "" {
-		t.Errorf("commands list of the deploy (-want +got):\n%s", diff)
-	}
-	if n := countLines(t, rackLog, logRunning, logKindDeploy); n != 1 {
-		t.Errorf("the ramdisk started deploy.image %d times, want 1", n)
-	}
+	t.Fatalf("%s/%s has no pending activity %s", c.WorkflowId, c.RunId, c.Step)
+	return 0, false
 }
 
-// checkResumed: the kill broke the ramdisk's image stream, and the one
-// stream that finished resumed at the last durable offset the ramdisk had:
-// every byte below it compared equal and was skipped, every byte above it
-// written once.
-func checkResumed(t *testing.T, rackLog string) {
+// checkResumed: each kill broke the image stream once, and the stream after
+// kill k (a WriteImage run in the disk's write log) began at the offset the
+// ramdisk had made durable and logged, at least k intervals in, and wrote
+// nothing below it again. Every stream writes one range up from where it
+// began: the first from 0, each later one from at or below where the one
+// before stopped, the last to the end of the image, which the ramdisk
+// reports as skipped below the last resume and written above it.
+func checkResumed(t *testing.T, rackLog string, runs [][]disk.Extent, image int64) {
 	t.Helper()
-	broke := grepLines(t, rackLog, logStreamBroke)
-	if len(broke) == 0 {
-		t.Errorf("the ramdisk never logged %q: the kill did not land while the image streamed", logStreamBroke)
+	if len(runs) != crashKills+1 {
+		t.Errorf("streams of the image onto the disk = %d, want %d (one, and one more after each kill)", len(runs), crashKills+1)
 		return
+	}
+	var resumes []int64
+	var prevEnd, again int64
+	for k, run := range runs {
+		start, end, ok := span(run)
+		switch {
+		case !ok:
+			t.Errorf("stream %d wrote %d extents that are not one range up from where it began", k+1, len(run))
+			return
+		case k == 0 && start != 0:
+			t.Errorf("the first stream began at %d, want 0", start)
+		case k > 0 && start < int64(k)*disk.SyncEvery:
+			t.Errorf("after kill %d the stream resumed at %d MiB, want at least %d MiB (its durable checkpoint %d)", k, start>>20, int64(k)*disk.SyncEvery>>20, k)
+		case k > 0 && start > prevEnd:
+			t.Errorf("after kill %d the stream resumed at %d MiB, past where the killed one stopped (%d MiB)", k, start>>20, prevEnd>>20)
+		}
+		if k > 0 {
+			resumes = append(resumes, start)
+			again += prevEnd - start
+		}
+		t.Logf("stream %d wrote the image from %d MiB to %d MiB", k+1, start>>20, end>>20)
+		prevEnd = end
+	}
+	t.Logf("written twice: %d MiB (between each resume offset and where the killed stream stopped)", again>>20)
+	if prevEnd != image {
+		t.Errorf("the last stream stopped at %d, want the end of the image, %d", prevEnd, image)
+	}
+	t.Logf("the ramdisk's stream broke %d times (each failed try counted)", countLines(t, rackLog, logStreamBroke))
+	if diff := cmp.Diff(resumes, loggedResumes(t, rackLog)); diff != "" {
+		t.Errorf("resume offsets: on the disk (-) and in the ramdisk's log (+):\n%s", diff)
 	}
 	done := grepLines(t, rackLog, logImageDone)
 	if len(done) != 1 {
 		t.Errorf("the ramdisk logged %q %d times, want once", logImageDone, len(done))
 		return
 	}
-	from := intField(t, broke[len(broke)-1], "from")
-	image, written, skipped := intField(t, done[0], "imageBytes"), intField(t, done[0], "written"), intField(t, done[0], "skipped")
-	t.Logf("the stream broke %d times; it resumed from %d MiB: %d MiB skipped, %d MiB written", len(broke), from>>20, skipped>>20, written>>20)
-	if skipped != from || written+skipped != image {
-		t.Errorf("resumed image write = %d skipped + %d written of %d, want %d skipped (the durable offset) and the rest written once",
-			skipped, written, image, from)
+	from := resumes[len(resumes)-1]
+	got, written, skipped := intField(t, done[0], "imageBytes"), intField(t, done[0], "written"), intField(t, done[0], "skipped")
+	if skipped != from || written != image-from || got != image {
+		t.Errorf("last image write = %d skipped + %d written of %d, want %d skipped (the last resume offset) and %d written",
+			skipped, written, got, from, image-from)
 	}
+}
+
+// loggedResumes are the offsets the ramdisk said it resumes from, each
+// once: it logs one line per failed try, and a try fails until the
+// restarted bcd site serves the image again.
+func loggedResumes(t *testing.T, rackLog string) []int64 {
+	t.Helper()
+	var out []int64
+	for _, line := range grepLines(t, rackLog, logStreamBroke) {
+		if from := intField(t, line, "from"); len(out) == 0 || out[len(out)-1] != from {
+			out = append(out, from)
+		}
+	}
+	return out
+}
+
+// imageRuns are the streams of an image onto the machine's fake disks, as
+// their write logs hold them; more than one disk written fails the test.
+func imageRuns(t *testing.T, disks string) [][]disk.Extent {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(disks, "*.img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]disk.Extent
+	var written []string
+	for _, p := range paths {
+		runs, err := disk.ImageWrites(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) > 0 {
+			out, written = runs, append(written, filepath.Base(p))
+		}
+	}
+	if len(written) > 1 {
+		t.Fatalf("disks with an image written = %v, want one", written)
+	}
+	return out
+}
+
+// span is where a run of writes began and ended, and whether each write
+// began where the one before ended.
+func span(run []disk.Extent) (start, end int64, ok bool) {
+	if len(run) == 0 {
+		return 0, 0, false
+	}
+	start, end = run[0].Off, run[0].Off
+	for _, e := range run {
+		if e.Off != end {
+			return start, end, false
+		}
+		end += e.N
+	}
+	return start, end, true
+}
+
+// runEnd is where a run of writes has got to.
+func runEnd(run []disk.Extent) int64 {
+	if len(run) == 0 {
+		return 0
+	}
+	last := run[len(run)-1]
+	return last.Off + last.N
 }
 
 // intField reads key=<integer> from a text log line.

@@ -12,9 +12,12 @@ import (
 	"github.com/better-compute/better-compute/ramdisk/disk"
 )
 
-// streamAttempts bounds how often one deploy.image run re-streams after the
-// site's HTTP server went away mid-stream, before it reports UNAVAILABLE
-// (a repeat of the same command id then resumes again).
+// streamAttempts bounds how many tries in a row one deploy.image run makes
+// at the image stream without getting further (the site's HTTP server away)
+// before it reports UNAVAILABLE (a repeat of the same command id then
+// resumes again). A stream that made more of the image durable before it
+// broke starts the count and the backoff again: its break is a new outage,
+// not more of the last one.
 const streamAttempts = 5
 
 // deployImage is deploy.image: stream the image from the site's boot
@@ -40,7 +43,7 @@ func (a *agent) deployImage(ctx context.Context, cmd kinds.Command, p *tracker) 
 		total = in.Size
 	}
 	bo := backoff{max: a.cfg.MaxBackoff}
-	for attempt := 1; ; attempt++ {
+	for tries := 1; ; tries++ {
 		from := a.resumeAt(cmd.ID)
 		res, err := a.streamOnce(ctx, src, spec, d, from, func(n int64) {
 			a.setResume(cmd.ID, n)
@@ -52,8 +55,12 @@ func (a *agent) deployImage(ctx context.Context, cmd kinds.Command, p *tracker) 
 		if !retryable(err) || ctx.Err() != nil {
 			return nil, err
 		}
-		if attempt == streamAttempts {
-			return nil, errs.Wrap(errs.Unavailable, err, "image stream failed %d times; send the command again to resume", attempt)
+		if a.resumeAt(cmd.ID) > from {
+			tries = 1
+			bo.reset()
+		}
+		if tries == streamAttempts {
+			return nil, errs.Wrap(errs.Unavailable, err, "image stream failed %d times in a row without getting further; send the command again to resume", tries)
 		}
 		a.log.Warn("ramdisk: image stream broke; resuming", "command", cmd.ID, "from", a.resumeAt(cmd.ID), "err", err)
 		if !sleep(ctx, bo.next()) {

@@ -285,17 +285,17 @@ func TestDeployImageRunsOnce(t *testing.T) {
 	}
 }
 
-// A stream that breaks after the first durable checkpoint (512 MiB) is
-// resumed from the offset reported.
+// A stream that breaks after the first durable checkpoint (disk.SyncEvery)
+// is resumed from the offset reported.
 func TestDeployImageResumesBrokenStream(t *testing.T) {
 	t.Parallel()
-	raw := make([]byte, 560<<20)
+	raw := make([]byte, disk.SyncEvery+48<<20)
 	copy(raw, testImage())
 	copy(raw[len(raw)-(1<<20):], testImage())
 	srv := serveImage(t, raw, func(n int32, w http.ResponseWriter) {
 		w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
 		if n == 1 {
-			w.Write(raw[:550<<20]) // then the connection closes short
+			w.Write(raw[:disk.SyncEvery+38<<20]) // then the connection closes short
 			return
 		}
 		w.Write(raw)
@@ -312,14 +312,45 @@ func TestDeployImageResumesBrokenStream(t *testing.T) {
 	}
 	sawResumePoint := false
 	for _, p := range relay.Progress() {
-		sawResumePoint = sawResumePoint || (p.CommandID == res.CommandID && p.Bytes == 512<<20 && p.Disk == "serial-OS-1" && p.Total == int64(len(raw)))
+		sawResumePoint = sawResumePoint || (p.CommandID == res.CommandID && p.Bytes == disk.SyncEvery && p.Disk == "serial-OS-1" && p.Total == int64(len(raw)))
 	}
 	if !sawResumePoint {
-		t.Errorf("progress = %+v, want 512 MiB of %d on serial-OS-1 reported", relay.Progress(), len(raw))
+		t.Errorf("progress = %+v, want %d of %d on serial-OS-1 reported", relay.Progress(), disk.SyncEvery, len(raw))
 	}
 	logs := send(t, relay, a.node, kinds.LogsCollect, nil)
-	if !strings.Contains(string(logs.Payload), "from=536870912") {
-		t.Errorf("logs = %s, want a resume from 536870912", logs.Payload)
+	if want := "from=" + strconv.Itoa(disk.SyncEvery); !strings.Contains(string(logs.Payload), want) {
+		t.Errorf("logs = %s, want a resume %s", logs.Payload, want)
+	}
+}
+
+// The tries at a broken stream are counted from the last one that got
+// further: two tries that break before the first durable checkpoint, one
+// that breaks past it, two more before the next and one to the end make six
+// GETs, one more than streamAttempts tries in a row would allow.
+func TestDeployImageTriesCountFromProgress(t *testing.T) {
+	t.Parallel()
+	raw := make([]byte, disk.SyncEvery+48<<20)
+	copy(raw, testImage())
+	srv := serveImage(t, raw, func(n int32, w http.ResponseWriter) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
+		switch {
+		case n == 3:
+			w.Write(raw[:disk.SyncEvery+38<<20]) // past the checkpoint, then the connection closes short
+		case n < 6:
+			w.Write(raw[:1<<20]) // closes short before any checkpoint
+		default:
+			w.Write(raw)
+		}
+	})
+	dir := fakeDisks(t, disk.Disk{Serial: "OS-1", SizeBytes: 1 << 30})
+	relay := agenttest.NewRelay(t)
+	a := startAgent(t, relay, Config{Disks: disk.Host{Dir: dir}}, srv.srv.URL)
+	res := send(t, relay, a.node, kinds.DeployImage, kinds.DeployImageInput{Path: "/cache/img", Digest: digest(raw), Size: int64(len(raw))})
+	if !res.OK {
+		t.Fatalf("deploy.image = %s %s; want OK after 6 GETs", res.ErrorKind, res.Error)
+	}
+	if n := srv.gets.Load(); n != 6 {
+		t.Errorf("image fetched %d times, want 6", n)
 	}
 }
 

@@ -9,7 +9,8 @@
 // in a directory (see CreateFakeDisk), so the same wipe and image logic runs on
 // multi-terabyte sparse files in tests and in the emulated rack. Wipe and
 // WriteImage decide by what Disk.Path is (a regular file or a block device), not
-// by build tag; only Host.Enumerate and Host.Kexec differ between builds.
+// by build tag; only Host.Enumerate, Host.Kexec and the write log a fake disk
+// keeps of WriteImage (ImageWrites, for tests) differ between builds.
 package disk
 
 import (

@@ -44,9 +44,12 @@ type ImageResult struct {
 	Finished      time.Time
 }
 
-// syncEvery is how often WriteImage makes its writes durable and reports
-// progress: a reported offset is always safe to resume from.
-const syncEvery = 512 << 20
+// SyncEvery is how often (in bytes of the image) WriteImage makes its
+// writes durable and reports progress: a reported offset is always safe to
+// resume from, and a write that breaks resumes from the last one, about
+// SyncEvery below where it stopped. The crash tests derive their kill points
+// and image sizes from it.
+const SyncEvery = 512 << 20
 
 // blockDev is the disk as WriteImage sees it; *target implements it, tests
 // wrap it to count writes.
@@ -68,12 +71,15 @@ func (t *target) Sync() error { return unix.Fdatasync(int(t.f.Fd())) }
 // offset 0; an all-zero block becomes a hole (punched on a file, zeroed on a
 // device) instead of a write.
 //
-// progress is called with durable offsets (made durable every 512 MiB, in the
-// background, so possibly from another goroutine) and with the image size at
-// the end. resumeFrom is an offset a previous attempt reported through progress. Blocks below it are read and compared instead
-// of written: a block that matches is skipped, one that differs is rewritten
+// progress is called with durable offsets (made durable every SyncEvery
+// bytes, in the background, so possibly from another goroutine) and with the
+// image size at the end. resumeFrom is an offset a previous attempt reported
+// through progress. Blocks below it are read and compared instead of
+// written: a block that matches is skipped, one that differs is rewritten
 // and counted in BytesRepaired, so a retry after a crash re-streams without
-// rewriting what was written, and the final digest check covers the whole disk.
+// rewriting what was written, and the final digest check covers the whole
+// disk. Under the fakehw build a fake disk logs what each run wrote (see
+// ImageWrites).
 //
 // When the stream ends, the rest of src is drained into the hash, the disk is
 // fsynced, and the digest is compared: a mismatch is DRIVER_ERROR naming both
@@ -89,7 +95,12 @@ func WriteImage(ctx context.Context, src io.Reader, spec ImageSpec, d Disk, resu
 		return ImageResult{}, err
 	}
 	defer t.Close()
-	return writeImage(ctx, src, spec, t, d.Name, t.size, resumeFrom, progress)
+	dev, closeLog, err := logWrites(t)
+	if err != nil {
+		return ImageResult{}, err
+	}
+	defer closeLog()
+	return writeImage(ctx, src, spec, dev, d.Name, t.size, resumeFrom, progress)
 }
 
 func (s ImageSpec) validate() error {
@@ -165,7 +176,7 @@ func writeImage(ctx context.Context, src io.Reader, spec ImageSpec, dev blockDev
 
 // copyBlocks takes the decompressed image in 4 MiB blocks from the
 // read-ahead goroutine and puts each on disk, with background syncs that
-// report durable progress every syncEvery bytes.
+// report durable progress every SyncEvery bytes.
 func (w *imageWriter) copyBlocks(ctx context.Context, dec io.Reader, closeDec func()) error {
 	blocks, recycle, stop := readAhead(dec, closeDec)
 	defer stop()
@@ -193,7 +204,7 @@ func (w *imageWriter) consume(ctx context.Context, blocks <-chan chunk, recycle 
 			off += int64(c.n)
 			w.res.ImageBytes = off
 		}
-		if off-checked >= syncEvery {
+		if off-checked >= SyncEvery {
 			sy.checkpoint(off)
 			checked = off
 		}
