@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/ramdisk/agent"
 	"github.com/better-compute/better-compute/ramdisk/disk"
+	"github.com/better-compute/better-compute/ramdisk/pid1"
 	"github.com/better-compute/better-compute/siteagent"
 )
 
@@ -78,19 +79,25 @@ func app() *cli.App {
 			},
 			{
 				Name:  "ramdisk",
-				Usage: "run the ramdisk agent with the kernel command line's bc.site, bc.node, bc.token and bc.ca",
+				Usage: "run the ramdisk agent with the kernel command line's bc.site, bc.node, bc.token and bc.ca (as PID 1, the initramfs's /init: mount, load modules, DHCP on BOOTIF, then the agent)",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "cmdline-file", Value: "/proc/cmdline"},
 					&cli.StringFlag{Name: "disks", Usage: "fakehw builds: the directory of fake disks"},
 					logLevel,
 				},
 				Action: func(c *cli.Context) error {
+					log := logger(c.String("log-level"))
+					runAgent := func(ctx context.Context, cmdline string) error {
+						return agent.Run(ctx, agent.Config{Cmdline: cmdline, Disks: disk.Host{Dir: c.String("disks")}, Logger: log})
+					}
+					if os.Getpid() == 1 { // the initramfs's /init: set the machine up first, reboot at the end
+						return pid1.Run(c.Context, pid1.Config{Console: os.Stderr, Agent: runAgent})
+					}
 					cmdline, err := os.ReadFile(c.String("cmdline-file"))
 					if err != nil {
 						return err
 					}
-					return agent.Run(c.Context, agent.Config{Cmdline: string(cmdline), Disks: disk.Host{Dir: c.String("disks")},
-						Logger: logger(c.String("log-level"))})
+					return runAgent(c.Context, string(cmdline))
 				},
 			},
 			{

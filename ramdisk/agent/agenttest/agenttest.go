@@ -55,6 +55,14 @@ type Relay struct {
 // NewRelay starts a relay on 127.0.0.1; it stops when the test ends.
 func NewRelay(t testing.TB) *Relay {
 	t.Helper()
+	return NewRelayFor(t)
+}
+
+// NewRelayFor starts a relay on 127.0.0.1 whose certificate also names
+// hosts: the addresses a virtual machine reaches it at (10.0.2.2 from QEMU's
+// user network).
+func NewRelayFor(t testing.TB, hosts ...string) *Relay {
+	t.Helper()
 	ca, err := pki.Init(t.TempDir(), TrustDomain)
 	if err != nil {
 		t.Fatalf("pki.Init() = %v", err)
@@ -63,7 +71,7 @@ func NewRelay(t testing.TB) *Relay {
 	if err != nil {
 		t.Fatalf("pki.NewKey() = %v", err)
 	}
-	certPEM, err := ca.IssueServer(key.Public(), pki.RoleSite, ids.New(ids.Site), []string{"127.0.0.1", "localhost"}, time.Hour)
+	certPEM, err := ca.IssueServer(key.Public(), pki.RoleSite, ids.New(ids.Site), append([]string{"127.0.0.1", "localhost"}, hosts...), time.Hour)
 	if err != nil {
 		t.Fatalf("IssueServer() = %v", err)
 	}
