@@ -21,7 +21,7 @@ const (
 	InitrdFile = "initrd.img"
 )
 
-const fix = "build them with `./run ramdisk` (task ramdisk) and point the site agent at build/ramdisk"
+const fix = "build them with `./run ramdisk` (task ramdisk) and start bcd site with --ramdisk-dir build/ramdisk"
 
 // CheckDir checks that dir holds a Linux kernel and an initramfs: the
 // kernel's bzImage header, and an initramfs that is a newc cpio archive,
