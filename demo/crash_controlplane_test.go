@@ -50,7 +50,7 @@ func TestControlPlaneKilledMidWorkflow(t *testing.T) {
 	t.Cleanup(func() { stopPostgres(t, pgDir) }) // after serve's own stop: the last word on its cluster
 	ports := freePorts(t, 3)
 	args := []string{"serve", "--data-dir", cpDir, "--listen", addr(ports[0]), "--temporal-listen", addr(ports[1]),
-		"--ui-listen", "off", "--agents-listen", addr(ports[2])}
+		"--ui-listen", "off", "--agents-listen", addr(ports[2]), "--log-level", "debug", "--temporal-log-level", "debug"}
 	serve := startProc(t, "better-compute serve", bc, filepath.Join(dir, "serve.log"), args...)
 	api := waitAPI(ctx, t, serve, "http://"+addr(ports[0]), filepath.Join(cpDir, "root-token"))
 	t.Logf("serve is up after %s", time.Since(began).Round(100*time.Millisecond))
@@ -110,6 +110,9 @@ func TestControlPlaneKilledMidWorkflow(t *testing.T) {
 	if got := img.gets.Load(); got != 1 {
 		t.Errorf("GETs of the source image = %d, want 1", got)
 	}
+	// serve's settings keys stay in its database; its key files, tokens and
+	// every boot's discovery token are searched for in every log.
+	scanCrashSecrets(t, dir, rack, m.Name, nil, serve.log, agentLog, rackLog)
 }
 
 // checkRunResumed: the node has one deploy run, the one that was running at
@@ -197,7 +200,7 @@ func startAgent(ctx context.Context, t *testing.T, cpURL, caFile, tokenFile, dir
 	}
 	a, err := siteagent.Start(ctx, siteagent.Config{ControlPlaneURL: cpURL, CAFile: caFile, TokenFile: tokenFile,
 		DataDir: filepath.Join(dir, "site-agent"), BootListen: "127.0.0.1:0", RelayListen: "127.0.0.1:0",
-		Drivers: demo.Drivers(), Logger: slog.New(slog.NewTextHandler(f, nil))})
+		Drivers: demo.Drivers(), Logger: slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		f.Close()
 		t.Fatalf("siteagent.Start = %v", err)

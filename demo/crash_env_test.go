@@ -160,7 +160,8 @@ func startRack(ctx context.Context, t *testing.T, dir, bootURL string) (*emulate
 		t.Fatal(err)
 	}
 	rack, err := emulate.Start(ctx, emulate.Config{Machines: 1, Dir: filepath.Join(dir, "rack"), BootURL: bootURL,
-		Username: "admin", Password: crashBMCPassword, Logger: slog.New(slog.NewTextHandler(f, nil))})
+		Username: "admin", Password: crashBMCPassword,
+		Logger: slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		f.Close()
 		t.Fatalf("emulate.Start = %v", err)

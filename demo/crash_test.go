@@ -4,7 +4,7 @@ package demo_test
 
 import (
 	"context"
-	"io"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -77,7 +77,8 @@ func TestSiteAgentKilledDuringDeploy(t *testing.T) {
 
 	ports := freePorts(t, 2)
 	args := []string{"site", "--control-plane", cp.AgentsURL(), "--ca-file", cp.CAFile(),
-		"--data-dir", filepath.Join(dir, "site-agent"), "--boot-listen", addr(ports[0]), "--relay-listen", addr(ports[1])}
+		"--data-dir", filepath.Join(dir, "site-agent"), "--boot-listen", addr(ports[0]), "--relay-listen", addr(ports[1]),
+		"--log-level", "debug"}
 	agent := startProc(t, "bcd site", bcd, filepath.Join(dir, "bcd-site.log"), append(args, "--token-file", fx.TokenFile)...)
 	agent.waitLog("site agent started", 1, 30*time.Second)
 	rack, rackLog := startRack(ctx, t, dir, "http://"+addr(ports[0]))
@@ -153,6 +154,27 @@ func TestSiteAgentKilledDuringDeploy(t *testing.T) {
 	if n := countLines(t, agent.log, logJoined) - joins; n != 1 {
 		t.Errorf("ramdisk joins through the relay during the deploy = %d over the runs of bcd site, want 1", n)
 	}
+	scanCrashSecrets(t, dir, rack, m.Name, storeSecrets(t, cp.Store()),
+		agent.log, rackLog, filepath.Join(dir, "cp", "control-plane.log"))
+}
+
+// scanCrashSecrets searches the crash setup's logs, written at debug by
+// every process (and by the processes killed -9 mid-write), for the secrets
+// the run made: the root and site tokens and private keys kept under dir,
+// each ramdisk boot's discovery token, the BMC password, and the keys given.
+func scanCrashSecrets(t *testing.T, dir string, rack *emulate.Rack, machine string, keys []secret, logs ...string) {
+	t.Helper()
+	secrets := append(secretsIn(t, dir), passwordSecret("the BMC password", "admin", crashBMCPassword)...)
+	secrets = append(secrets, keys...)
+	st, _ := rack.State(machine)
+	for i, tok := range st.Tokens {
+		secrets = append(secrets, tokenSecret(fmt.Sprintf("the discovery token of %s's boot %d", machine, i+1), tok)...)
+	}
+	if len(st.Tokens) == 0 {
+		t.Error("no discovery token to search for: the machine never booted its ramdisk?")
+	}
+	n := scanForSecrets(t, secrets, logs...)
+	t.Logf("searched %d KiB of logs for %d forms of secrets", n>>10, len(secrets))
 }
 
 // waitWriting waits until the k-th stream of the image onto the machine's
@@ -344,8 +366,16 @@ func startControlPlane(ctx context.Context, t *testing.T, dir string) *controlpl
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(crashHardware), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	f, err := os.OpenFile(filepath.Join(dir, "control-plane.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	// Everything at debug, the embedded Temporal server too: the logs are
+	// searched for secrets at the end (scanCrashSecrets).
 	cp, err := controlplane.Start(ctx, controlplane.Config{DataDir: dir, Listen: "127.0.0.1:0", TemporalListen: "127.0.0.1:0",
-		UIListen: "off", AgentsListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		UIListen: "off", AgentsListen: "127.0.0.1:0", TemporalLogLevel: slog.LevelDebug,
+		Logger: slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatalf("controlplane.Start = %v", err)
 	}
