@@ -58,6 +58,9 @@ func (a *Agent) serve(bootLn, relayLn net.Listener) error {
 			a.fail(errs.Wrap(errs.Unavailable, err, "the relay listener stopped"))
 		}
 	}()
+	if a.pxe != nil {
+		a.pxe.Serve(a.boot, a.bootURL, a.fail)
+	}
 	return nil
 }
 

@@ -25,9 +25,9 @@ import (
 	"github.com/better-compute/better-compute/activities/site"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/pki"
-	"github.com/better-compute/better-compute/ramdisk/initramfs"
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
+	"github.com/better-compute/better-compute/siteagent/pxe"
 	"github.com/better-compute/better-compute/siteagent/relay"
 )
 
@@ -47,6 +47,10 @@ type Config struct {
 	BootListen      string // plain HTTP for iPXE: scripts, ramdisk files, image cache
 	RelayListen     string // HTTPS with mTLS for ramdisks
 	RamdiskDir      string // vmlinuz and initrd.img to serve; optional
+	// PXE is network boot: proxy DHCP and TFTP for iPXE on the
+	// provisioning interface; off when PXE.Interface is "". Its address is
+	// the advertised host unless AdvertiseHost is set.
+	PXE pxe.Config
 	// AdvertiseHost is the host machines reach this agent at (in boot URLs
 	// and the relay's serving certificate); by default the listeners' host,
 	// or the first non-loopback address when they listen on all.
@@ -80,6 +84,7 @@ type Agent struct {
 	boot  *boot.Table
 	cache *cache.Cache
 	relay *relay.Relay
+	pxe   *pxe.Server // nil without network boot
 	acts  *site.Activities
 	// attempts reports command retries to the control plane.
 	attempts *site.AttemptsClient
@@ -124,12 +129,17 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "cannot create the data dir %s", cfg.DataDir)
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger, errc: make(chan error, 4)}
+	px, err := listenPXE(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger, errc: make(chan error, 4), pxe: px}
 	var lns []net.Listener
 	closeAll := func() {
 		for _, ln := range lns {
 			ln.Close()
 		}
+		px.Close()
 	}
 	for _, addr := range []string{cfg.BootListen, cfg.RelayListen} {
 		ln, err := net.Listen("tcp", addr)
@@ -183,10 +193,24 @@ func (c *Config) check() error {
 			return errs.Invalid(f.name, "the site agent needs --%s", f.name)
 		}
 	}
-	if c.RamdiskDir != "" { // refused now, not found out when a machine asks for it
-		return initramfs.CheckDir(c.RamdiskDir)
-	}
 	return nil
+}
+
+// listenPXE binds network boot when it is configured, before anything
+// else happens, so a wrong interface or file or a taken port stops the
+// start; machines are told this address unless another is advertised.
+func listenPXE(cfg *Config) (*pxe.Server, error) {
+	if !cfg.PXE.Enabled() {
+		return nil, nil
+	}
+	px, err := pxe.Listen(cfg.PXE, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.AdvertiseHost == "" {
+		cfg.AdvertiseHost = px.Addr().String()
+	}
+	return px, nil
 }
 
 // assemble loads or makes the agent's identity and builds its parts.
@@ -238,6 +262,7 @@ func (a *Agent) Stop() {
 		if a.cancelServe != nil {
 			a.cancelServe()
 		}
+		a.pxe.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, s := range a.servers {

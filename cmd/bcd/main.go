@@ -20,6 +20,7 @@ import (
 	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/pid1"
 	"github.com/better-compute/better-compute/siteagent"
+	"github.com/better-compute/better-compute/siteagent/pxe"
 )
 
 func main() {
@@ -66,7 +67,11 @@ func app() *cli.App {
 					&cli.StringFlag{Name: "boot-listen", Value: ":8080", Usage: "plain HTTP for iPXE and the image cache"},
 					&cli.StringFlag{Name: "relay-listen", Value: ":8443", Usage: "HTTPS (mTLS) for ramdisks"},
 					&cli.StringFlag{Name: "ramdisk-dir", Usage: "vmlinuz and initrd.img to serve"},
-					&cli.StringFlag{Name: "advertise-host", Usage: "the host machines reach this agent at"},
+					&cli.StringFlag{Name: "advertise-host", Usage: "the host machines reach this agent at (default: the --pxe-interface address, else the listeners')"},
+					&cli.StringFlag{Name: "pxe-interface", Usage: "serve proxy DHCP (67, 4011) and TFTP (69) for iPXE on this provisioning interface; off when empty"},
+					&cli.StringFlag{Name: "pxe-server-addr", Usage: "this agent's IPv4 address on --pxe-interface (default: its first)"},
+					&cli.StringFlag{Name: "ipxe-bios", Value: pxe.DefaultBIOSFile, Usage: "iPXE for legacy BIOS, served over TFTP (Debian: apt-get install ipxe)"},
+					&cli.StringFlag{Name: "ipxe-efi", Value: pxe.DefaultEFIFile, Usage: "iPXE for x86-64 UEFI, served over TFTP (snponly.efi or ipxe.efi)"},
 					logLevel,
 				},
 				Action: func(c *cli.Context) error {
@@ -74,6 +79,8 @@ func app() *cli.App {
 						CAFile: c.String("ca-file"), TokenFile: c.String("token-file"), DataDir: c.String("data-dir"),
 						BootListen: c.String("boot-listen"), RelayListen: c.String("relay-listen"),
 						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"),
+						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
+							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
 						Drivers: drivers(), Logger: logger(c.String("log-level"))})
 				},
 			},

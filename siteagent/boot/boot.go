@@ -29,7 +29,18 @@ type Discovery struct {
 	FirstSeen time.Time `json:"firstSeen"`
 	LastSeen  time.Time `json:"lastSeen"`
 	Count     int       `json:"count"`
+	// ClientUUID (DHCP option 97) and Arch (option 93, by its IANA name)
+	// are from the machine's last proxy-DHCP request; empty when it was
+	// seen only fetching /ipxe. Firmwares disagree on the byte order of
+	// the UUID's first three fields: ClientUUID is the wire order.
+	ClientUUID string `json:"clientUuid,omitempty"`
+	Arch       string `json:"arch,omitempty"`
 }
+
+// MaxDiscoveries bounds the discoveries kept: a new MAC beyond it replaces
+// the one seen longest ago, so a flood of made-up MACs on the provisioning
+// network cannot grow the table without end.
+const MaxDiscoveries = 1024
 
 // file is the table as persisted.
 type file struct {
@@ -138,19 +149,42 @@ func (t *Table) Discoveries() []Discovery {
 	return out
 }
 
-// seen records an unknown MAC's PXE boot.
-func (t *Table) seen(mac string) error {
+// Discovered records an unknown MAC's PXE boot: seen.MAC (normalized),
+// and its ClientUUID and Arch when known (an empty one keeps what an
+// earlier request told). The table sets the times and the count.
+func (t *Table) Discovered(seen Discovery) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now().UTC()
-	d, ok := t.discoveries[mac]
+	d, ok := t.discoveries[seen.MAC]
 	if !ok {
-		d = Discovery{MAC: mac, FirstSeen: now}
+		t.evictLocked()
+		d = Discovery{MAC: seen.MAC, FirstSeen: now}
 	}
 	d.LastSeen = now
 	d.Count++
-	t.discoveries[mac] = d
+	if seen.ClientUUID != "" {
+		d.ClientUUID = seen.ClientUUID
+	}
+	if seen.Arch != "" {
+		d.Arch = seen.Arch
+	}
+	t.discoveries[seen.MAC] = d
 	return t.saveLocked()
+}
+
+// evictLocked makes room for one more discovery.
+func (t *Table) evictLocked() {
+	if len(t.discoveries) < MaxDiscoveries {
+		return
+	}
+	var oldest Discovery
+	for _, d := range t.discoveries {
+		if oldest.MAC == "" || d.LastSeen.Before(oldest.LastSeen) {
+			oldest = d
+		}
+	}
+	delete(t.discoveries, oldest.MAC)
 }
 
 func (t *Table) removeLocked(nodeID string) {
