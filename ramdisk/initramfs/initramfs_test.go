@@ -195,3 +195,15 @@ func checkArchive(t *testing.T, b []byte) {
 		}
 	}
 }
+
+// FuzzCpioStart: whatever a ramdisk file starts with, reading the archive
+// magic through its compression never panics.
+func FuzzCpioStart(f *testing.F) {
+	f.Add([]byte("070701000000"))
+	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0})
+	f.Add([]byte{0x1f, 0x8b, 8, 0, 0, 0})
+	f.Add([]byte{0xfd, '7', 'z', 'X', 'Z', 0, 0, 4})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = cpioStart(b)
+	})
+}
