@@ -23,7 +23,9 @@ func mountAll() error {
 			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.dir, err)
 		}
 	}
-	return nil
+	// If /init itself dies (a Go panic), the kernel panics: make that a
+	// reboot after 10s rather than a machine stopped for good.
+	return os.WriteFile("/proc/sys/kernel/panic", []byte("10\n"), 0o644)
 }
 
 // loadModules loads /lib/modules/<release>/modules.dep's modules.
