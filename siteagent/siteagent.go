@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/activities/site"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/ramdisk/initramfs"
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
 	"github.com/better-compute/better-compute/siteagent/pxe"
@@ -192,6 +193,9 @@ func (c *Config) check() error {
 		if f.v == "" {
 			return errs.Invalid(f.name, "the site agent needs --%s", f.name)
 		}
+	}
+	if c.RamdiskDir != "" { // refused now, not found out when a machine asks for it
+		return initramfs.CheckDir(c.RamdiskDir)
 	}
 	return nil
 }

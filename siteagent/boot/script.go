@@ -12,6 +12,7 @@ import (
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/ramdisk/initramfs"
 )
 
 // Params are what a ramdisk script needs besides the entry.
@@ -21,16 +22,18 @@ type Params struct {
 	CAFingerprint string // sha256 hex of the CA certificate's DER
 }
 
-// Ramdisk files served under /ramdisk/.
+// Ramdisk files served under /ramdisk/: the names `task ramdisk` writes.
 const (
-	Kernel = "vmlinuz"
-	Initrd = "initrd.img"
+	Kernel = initramfs.KernelFile
+	Initrd = initramfs.InitrdFile
 )
 
 // Script returns the iPXE script for entry; nil or a local-boot entry exits
 // to the next boot device. The ramdisk's kernel line carries bc.site (the
-// relay), bc.node, bc.token (the discovery token), bc.ca (the CA's SHA-256)
-// and bc.boot (this boot listener, where deploy.image fetches cached images).
+// relay), bc.node, bc.token (the discovery token), bc.ca (the CA's SHA-256),
+// bc.boot (this boot listener, where deploy.image fetches cached images)
+// and BOOTIF (pxelinux's form of the MAC iPXE booted from, which iPXE
+// fills in: the ramdisk brings that interface up by DHCP).
 func Script(e *kinds.BootEntry, p Params) string {
 	if e == nil || !e.Ramdisk {
 		reason := "no boot entry for this machine"
@@ -41,7 +44,7 @@ func Script(e *kinds.BootEntry, p Params) string {
 	}
 	return fmt.Sprintf("#!ipxe\n"+
 		"echo better-compute: booting the ramdisk for %[3]s\n"+
-		"kernel %[1]s/ramdisk/%[6]s initrd=%[7]s bc.site=%[2]s bc.node=%[3]s bc.token=%[4]s bc.ca=%[5]s bc.boot=%[1]s console=ttyS0\n"+
+		"kernel %[1]s/ramdisk/%[6]s initrd=%[7]s bc.site=%[2]s bc.node=%[3]s bc.token=%[4]s bc.ca=%[5]s bc.boot=%[1]s BOOTIF=01-${netX/mac:hexhyp} console=ttyS0\n"+
 		"initrd %[1]s/ramdisk/%[7]s\n"+
 		"boot\n", p.BootURL, p.RelayURL, e.NodeID, e.DiscoveryToken, p.CAFingerprint, Kernel, Initrd)
 }
