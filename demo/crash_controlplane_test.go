@@ -122,14 +122,24 @@ func TestControlPlaneKilledMidWorkflow(t *testing.T) {
 // show attempt 2.
 func checkRunResumed(t *testing.T, api *demo.Client, id string, sent *v1.Command) {
 	t.Helper()
-	r, err := api.Workflows.List(context.Background(), connect.NewRequest(&v1.ListWorkflowsRequest{NodeId: id}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The node is deployed a moment before its workflow closes, and the
+	// list (Temporal's visibility) follows a moment later still.
 	var deploys []string
-	for _, w := range r.Msg.Items {
-		if w.Type == wf.Deploy {
-			deploys = append(deploys, fmt.Sprintf("%s/%s %s", w.WorkflowId, w.RunId, w.Status))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r, err := api.Workflows.List(context.Background(), connect.NewRequest(&v1.ListWorkflowsRequest{NodeId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deploys = nil
+		running := false
+		for _, w := range r.Msg.Items {
+			if w.Type == wf.Deploy {
+				deploys = append(deploys, fmt.Sprintf("%s/%s %s", w.WorkflowId, w.RunId, w.Status))
+				running = running || w.Status == "running"
+			}
+		}
+		if !running || time.Now().After(deadline) {
+			break
 		}
 	}
 	want := []string{fmt.Sprintf("%s/%s completed", sent.WorkflowId, sent.RunId)}
