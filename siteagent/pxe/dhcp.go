@@ -90,7 +90,13 @@ func decide(req *dhcpv4.DHCPv4, port int, lookup func(mac string) (kinds.BootEnt
 // else (REQUESTs on 67 for another server's lease, releases, non-PXE
 // clients) belongs to the DHCP server that leases addresses.
 func pxeClient(req *dhcpv4.DHCPv4, port int) (*client, string) {
-	want := map[int]dhcpv4.MessageType{DHCPPort: dhcpv4.MessageTypeDiscover, ProxyPort: dhcpv4.MessageTypeRequest}[port]
+	want := dhcpv4.MessageTypeNone
+	switch port {
+	case DHCPPort:
+		want = dhcpv4.MessageTypeDiscover
+	case ProxyPort:
+		want = dhcpv4.MessageTypeRequest
+	}
 	switch {
 	case req.OpCode != dhcpv4.OpcodeBootRequest:
 		return nil, "not a BOOTREQUEST"

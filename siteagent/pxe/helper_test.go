@@ -30,7 +30,11 @@ func TestMain(m *testing.M) {
 }
 
 func serveHelper() int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	level := slog.LevelDebug
+	if v := os.Getenv("BCPX_LOG"); v != "" {
+		_ = level.UnmarshalText([]byte(v))
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	table, err := boot.Open(os.Getenv("BCPX_TABLE"), log)
 	if err != nil {
 		fmt.Println("error", err)

@@ -41,11 +41,11 @@ var (
 // tools are what the lab tests run, by the Debian package that has them.
 var tools = map[string]string{
 	"ip": "iproute2", "dnsmasq": "dnsmasq-base", "udhcpc": "udhcpc", "dhclient": "isc-dhcp-client",
-	"tftp": "tftp-hpa", "atftp": "atftp", "busybox": "busybox-static",
+	"tftp": "tftp-hpa", "atftp": "atftp", "busybox": "busybox-static", "perfdhcp": "kea-admin",
 }
 
 // needLab ends t unless this machine can run the lab: root and the tools.
-func needLab(t *testing.T, extra ...string) {
+func needLab(t testing.TB, extra ...string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "root, to create network namespaces", "run the tests as root (CI does)")
@@ -68,7 +68,7 @@ func needLab(t *testing.T, extra ...string) {
 }
 
 type lab struct {
-	t      *testing.T
+	t      testing.TB
 	prefix string
 	mu     sync.Mutex
 	procs  []*exec.Cmd
@@ -77,7 +77,7 @@ type lab struct {
 // newLab makes the namespaces lan (a bridge), srv (srvIP), leaser
 // (leaserIP) and client (clientIP), each on the bridge by a veth pair, and
 // removes them, and every process started in them, when t ends.
-func newLab(t *testing.T) *lab {
+func newLab(t testing.TB) *lab {
 	t.Helper()
 	removeStaleLabs()
 	l := &lab{t: t, prefix: fmt.Sprintf("%sx%d", labPrefix, labCount.Add(1))}

@@ -8,6 +8,7 @@
 package pxe
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -217,7 +218,11 @@ func (s *Server) answer(conn *net.UDPConn, port int, table Table, set settings, 
 
 func (s *Server) handle(conn *net.UDPConn, req *dhcpv4.DHCPv4, peer *net.UDPAddr, port int, table Table, set settings) {
 	d := decide(req, port, table.Lookup, set)
-	log := s.log.With("mac", req.ClientHWAddr.String(), "type", req.MessageType().String(), "port", port)
+	// The attributes are built only for a line that is logged: a busy
+	// network is mostly requests this proxy ignores.
+	attrs := func(kv ...any) []any {
+		return append([]any{"mac", req.ClientHWAddr.String(), "type", req.MessageType().String(), "port", port}, kv...)
+	}
 	if d.discovered != nil {
 		select {
 		case s.discoveries <- *d.discovered:
@@ -226,18 +231,20 @@ func (s *Server) handle(conn *net.UDPConn, req *dhcpv4.DHCPv4, peer *net.UDPAddr
 	}
 	if d.reply == nil {
 		if d.discovered != nil {
-			log.Info("unknown MAC PXE-booting; no offer", "uuid", d.discovered.ClientUUID, "arch", d.discovered.Arch)
-		} else {
-			log.Debug("no answer", "why", d.why)
+			s.log.Info("unknown MAC PXE-booting; no offer", attrs("uuid", d.discovered.ClientUUID, "arch", d.discovered.Arch)...)
+		} else if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			s.log.Debug("no answer", attrs("why", d.why)...)
 		}
 		return
 	}
 	dst := destination(req, peer)
 	if _, err := conn.WriteToUDP(d.reply.ToBytes(), dst); err != nil {
-		log.Warn("cannot send the proxy-DHCP answer", "to", dst.String(), "err", err)
+		s.log.Warn("cannot send the proxy-DHCP answer", attrs("to", dst.String(), "err", err)...)
 		return
 	}
-	log.Info("proxy-DHCP answer sent", "reply", d.reply.MessageType().String(), "file", d.file, "to", dst.String())
+	if s.log.Enabled(context.Background(), slog.LevelInfo) {
+		s.log.Info("proxy-DHCP answer sent", attrs("reply", d.reply.MessageType().String(), "file", d.file, "to", dst.String())...)
+	}
 }
 
 // record writes discoveries to the table off the answering path: the
