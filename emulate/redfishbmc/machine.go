@@ -109,6 +109,34 @@ func (b *BMC) SetPowerState(s bmc.PowerState) {
 	}
 }
 
+// Rebooted records that the machine restarted by itself during its boot
+// number boot (State.Boots then): its OS rebooted or its firmware reset it.
+// It boots again as a restart does, consuming a Once override. It does
+// nothing and returns false when the machine is off or has booted since,
+// so a power request that came in meanwhile wins.
+func (b *BMC) Rebooted(boot int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m.power != bmc.On || b.m.boots != boot {
+		return false
+	}
+	b.powerOnLocked()
+	return true
+}
+
+// PoweredOff records that the machine turned itself off during its boot
+// number boot (its OS shut down, or it stopped). Like Rebooted, it does
+// nothing and returns false when the machine is off or has booted since.
+func (b *BMC) PoweredOff(boot int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m.power != bmc.On || b.m.boots != boot {
+		return false
+	}
+	b.m.power = bmc.Off
+	return true
+}
+
 // patchBoot applies a PATCH of the system's Boot object. It returns a message
 // for a 400 answer when a value is not allowed.
 func (b *BMC) patchBoot(boot map[string]any) (problem string) {

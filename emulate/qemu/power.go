@@ -1,0 +1,120 @@
+package qemu
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/emulate/redfishbmc"
+)
+
+// powerPoll is how often the loop compares the BMC with QEMU: the BMC
+// calls a hook when the machine boots, but not when it is turned off.
+const powerPoll = 100 * time.Millisecond
+
+// wake makes the power loop look at the BMC now.
+func (m *Machine) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// powerLoop makes QEMU follow the BMC until ctx ends, then kills the
+// running QEMU by its PID.
+func (m *Machine) powerLoop(ctx context.Context) {
+	defer close(m.done)
+	tick := time.NewTicker(powerPoll)
+	defer tick.Stop()
+	for {
+		m.converge()
+		var exited chan struct{}
+		if m.cur != nil {
+			exited = m.cur.exited
+		}
+		select {
+		case <-ctx.Done():
+			if m.cur != nil {
+				m.cur.kill()
+				m.ended(m.cur)
+			}
+			return
+		case <-m.kick:
+		case <-tick.C:
+		case <-exited:
+		}
+	}
+}
+
+// converge does one step towards what the BMC says: a QEMU that ended by
+// itself is told to the BMC (a reboot boots again, anything else is off);
+// then a machine that is off has no QEMU, and one that is on has the QEMU
+// of its latest boot, from the device of that boot.
+func (m *Machine) converge() {
+	if p := m.cur; p != nil && p.wait(0) {
+		m.cur = nil
+		m.ended(p)
+		m.machineDid(p)
+	}
+	st := m.bmc.State()
+	p := m.cur
+	switch {
+	case st.Power == bmc.Off && p != nil:
+		m.cur = nil
+		m.stop(p, lastPower(st.Calls) == "GracefulShutdown")
+	case st.Power == bmc.On && p != nil && p.boot != st.Boots:
+		m.cur = nil
+		if lastPower(st.Calls) == "GracefulRestart" {
+			m.stop(p, true)
+		} else {
+			m.reset(p)
+		}
+		m.boot(st)
+	case st.Power == bmc.On && p == nil:
+		m.boot(st)
+	}
+}
+
+// machineDid tells the BMC what the machine did by itself: QEMU under
+// -no-reboot exits with reason guest-reset when its OS or firmware resets
+// it, which is a reboot; any other end (the OS powered off, QEMU died) is
+// power off. A BMC request since that boot wins (the BMC checks).
+func (m *Machine) machineDid(p *process) {
+	reason := p.qmp.shutdownReason()
+	if reason == "guest-reset" {
+		if m.bmc.Rebooted(p.boot) {
+			m.log.Info("qemu: the machine rebooted itself", "boot", p.boot)
+		}
+		return
+	}
+	if m.bmc.PoweredOff(p.boot) {
+		m.log.Info("qemu: the machine stopped by itself", "boot", p.boot, "reason", reason)
+	}
+}
+
+// boot starts the QEMU of the BMC's latest boot; a QEMU that cannot start
+// leaves the machine off at the BMC, as a machine that does not power on.
+func (m *Machine) boot(st redfishbmc.State) {
+	dev := st.LastBootDevice
+	if dev != bmc.BootPXE {
+		dev = bmc.BootDisk
+	}
+	p, err := m.start(st.Boots, dev)
+	if err != nil {
+		m.log.Error("qemu: the machine cannot start", "err", err)
+		m.bmc.PoweredOff(st.Boots)
+		return
+	}
+	m.cur = p
+}
+
+// lastPower is the ResetType of the newest power request the BMC accepted.
+func lastPower(calls []string) string {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if rt, ok := strings.CutPrefix(calls[i], "power:"); ok {
+			return rt
+		}
+	}
+	return ""
+}
