@@ -99,3 +99,11 @@ func checkFree(ctx context.Context, tx pgx.Tx, n Node, mac string) *errs.Error {
 	}
 	return nil
 }
+
+// ForgetMAC takes mac off the node's MACs: PXE discovery bound it and the
+// machine that booted from it proved to be another. Safe to call twice.
+func (s *Store) ForgetMAC(ctx context.Context, tenantID, nodeID, mac string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE metal_nodes SET macs = array_remove(macs, $3), updated_at = now()
+		WHERE tenant_id = $1 AND id = $2 AND $3 = ANY (macs)`, tenantID, nodeID, mac)
+	return dbError("store.ForgetMAC", err)
+}

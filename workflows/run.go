@@ -24,6 +24,9 @@ type run struct {
 	state nodestate.State
 	seq   int // numbers the steps, so each step id is unique in the run
 	info  *workflow.Info
+	// discovered is the MAC PXE discovery gave the node in this run, which
+	// the ramdisk's inventory must confirm (checkDiscovered).
+	discovered string
 }
 
 func newRun(ctx workflow.Context, in Input) (*run, error) {

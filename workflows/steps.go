@@ -41,6 +41,11 @@ func (r *run) needsRamdisk(what string) error {
 // bootRamdisk makes the machine PXE-boot the ramdisk with a fresh
 // single-use discovery token for this boot.
 func (r *run) bootRamdisk() error {
+	if len(r.node.MACs) == 0 { // enrolled by product UUID only: find its MAC first
+		if err := r.ensureRamdisk(); err != nil {
+			return err
+		}
+	}
 	var token string
 	in := DiscoveryInput{TenantID: r.in.TenantID, SiteID: r.node.SiteID, NodeID: r.in.NodeID,
 		WorkflowID: r.info.WorkflowExecution.ID}
@@ -98,8 +103,12 @@ func (r *run) inspectBMC() error {
 	if len(out.Inventory.MACs) > 0 {
 		r.node.MACs = out.Inventory.MACs
 	}
-	if len(r.node.MACs) == 0 {
-		return errs.New(errs.Unsupported, "BMC %s reports no MACs and none were enrolled: enroll with --macs", r.node.BMC.Address)
+	if out.Inventory.ProductUUID != "" {
+		r.node.ProductUUID = out.Inventory.ProductUUID
+	}
+	if len(r.node.MACs) == 0 && r.node.ProductUUID == "" { // with a UUID, ensureRamdisk finds the MAC
+		return errs.New(errs.Unsupported, "BMC %s reports no MACs and none were enrolled: enroll with --macs, or with "+
+			"--product-uuid to find the MAC by PXE discovery", r.node.BMC.Address)
 	}
 	return nil
 }
@@ -117,6 +126,9 @@ func (r *run) refreshInventory() error {
 	var inv Inventory
 	res, err := r.ramdisk(kinds.InventoryRefresh, inventoryTimeout, struct{}{}, &inv)
 	if err != nil {
+		return err
+	}
+	if err := r.checkDiscovered(res.Payload); err != nil {
 		return err
 	}
 	disks := make([]string, 0, len(inv.Disks))

@@ -105,6 +105,9 @@ type NodeInfo struct {
 	Disks                            []string
 	Agent                            string // bcd or none
 	AllowUnverifiedRelease           bool
+	// For a node without MACs, found by PXE discovery (ensureRamdisk).
+	ProductUUID              string
+	TrustProvisioningNetwork bool
 }
 
 // TransitionInput moves a node, compare-and-set.

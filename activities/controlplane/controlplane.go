@@ -46,6 +46,12 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	reg(wf.ActRevokeIdentity, a.RevokeIdentity)
 	reg(wf.ActStartCommand, a.StartCommand)
 	reg(wf.ActFinishCommand, a.FinishCommand)
+	reg(wf.ActBeginMACWait, a.BeginMACWait)
+	reg(wf.ActFindCandidate, a.FindCandidate)
+	reg(wf.ActAwaitConfirmation, a.AwaitConfirmation)
+	reg(wf.ActTakeCandidate, a.TakeCandidate)
+	reg(wf.ActEndMACWait, a.EndMACWait)
+	reg(wf.ActForgetMAC, a.ForgetMAC)
 }
 
 func (a *Activities) now() time.Time {
@@ -67,7 +73,8 @@ func (a *Activities) GetNode(ctx context.Context, in wf.Input) (wf.NodeInfo, err
 	}
 	return wf.NodeInfo{TenantID: n.TenantID, NodeID: n.ID, SiteID: n.SiteID, PoolID: n.PoolID, State: n.State,
 		BMC:  kinds.BMCTarget{NodeID: n.ID, Address: n.BMCAddress, Driver: n.BMCDriver, CredentialsRef: n.BMCCredentialsRef},
-		MACs: n.MACs, Disks: n.Disks, Agent: p.Agent, AllowUnverifiedRelease: p.Policy.AllowUnverifiedRelease}, nil
+		MACs: n.MACs, Disks: n.Disks, Agent: p.Agent, AllowUnverifiedRelease: p.Policy.AllowUnverifiedRelease,
+		ProductUUID: n.ProductUUID, TrustProvisioningNetwork: p.Policy.TrustProvisioningNetwork}, nil
 }
 
 // Transition moves a node, compare-and-set.
