@@ -78,12 +78,18 @@ func ParseBootDevice(s string) (BootDevice, error) {
 
 // Power turns a machine on and off.
 type Power interface {
-	// SetPower performs action. Safe to call twice: on, off and graceful-off do
-	// nothing when the machine is already in the wanted state; reset,
-	// graceful-restart and cycle power on a machine that is off, so a repeat
-	// leaves the machine on and freshly booted. An action the BMC does not allow
-	// fails with UNSUPPORTED naming the action.
-	SetPower(ctx context.Context, action PowerAction) error
+	// SetPower performs action and returns only once the BMC reports the
+	// state it asked for (on, or off for off and graceful-off), reading it
+	// back with backoff for a bounded time (Confirm): a change the BMC has
+	// not reached is never a success. cycle is one off, confirmed, then one
+	// on, confirmed, unless the BMC cycles natively. Safe to call twice: on,
+	// off and graceful-off do nothing when the machine is already in the
+	// wanted state; reset, graceful-restart and cycle power on a machine that
+	// is off, so a repeat leaves the machine on and freshly booted. An action
+	// the BMC does not allow fails with UNSUPPORTED naming the action, a
+	// rejected login with UNAUTHENTICATED (final: retrying it risks locking
+	// the BMC account).
+	SetPower(ctx context.Context, action PowerAction) (PowerResult, error)
 	// PowerState reads the current power state. Safe to call any number of times.
 	PowerState(ctx context.Context) (PowerState, error)
 }

@@ -104,7 +104,7 @@ func pxeBoot(t *testing.T, d *redfish.Driver) {
 	if err := d.SetBootDevice(ctx, bmc.BootPXE, false); err != nil {
 		t.Fatalf("SetBootDevice(pxe) = %v", err)
 	}
-	if err := d.SetPower(ctx, bmc.PowerReset); err != nil {
+	if _, err := d.SetPower(ctx, bmc.PowerReset); err != nil {
 		t.Fatalf("SetPower(reset) = %v", err)
 	}
 }
@@ -201,7 +201,7 @@ func TestRackLifecycle(t *testing.T) {
 		t.Errorf("state after kexec = %+v, want the OS with an image, through kexec", st)
 	}
 
-	if err := d.SetPower(context.Background(), bmc.PowerOff); err != nil {
+	if _, err := d.SetPower(context.Background(), bmc.PowerOff); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, r, m.Name, "power off", func(s MachineState) bool { return s.BootedInto == BootedOff && s.Power == "off" })

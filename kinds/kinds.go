@@ -72,9 +72,12 @@ type SetPowerInput struct {
 	Action bmc.PowerAction `json:"action"`
 }
 
-// SetPowerOutput is power.setPower's result.
+// SetPowerOutput is power.setPower's result: the state the BMC reported
+// and how long the action took until it did (bmc.PowerResult).
 type SetPowerOutput struct {
-	PowerState bmc.PowerState `json:"powerState"`
+	PowerState  bmc.PowerState `json:"powerState"`
+	ConfirmedMs int64          `json:"confirmedMs"` // from the first request to the BMC reporting PowerState
+	PowerReads  int            `json:"powerReads"`  // state reads it took
 }
 
 // SetBootDeviceInput is management.setBootDevice's input.

@@ -8,25 +8,28 @@ import (
 	"github.com/better-compute/better-compute/kinds"
 )
 
-// SetPower is power.setPower: it performs the action and reports the power
-// state the BMC reads afterwards.
+// SetPower is power.setPower: it performs the action, which the driver
+// confirms by reading the state back, and reports the state the BMC
+// reached and how long that took; both stay in the command's result.
 func (a *Activities) SetPower(ctx context.Context, in kinds.SetPowerInput) (kinds.SetPowerOutput, error) {
 	if _, err := bmc.ParsePowerAction(string(in.Action)); err != nil {
 		return kinds.SetPowerOutput{}, toTemporal(err)
 	}
-	var out kinds.SetPowerOutput
+	var res bmc.PowerResult
 	err := a.withDriver(ctx, kinds.PowerSetPower, in.BMC, func(d bmc.Driver) error {
-		if err := d.SetPower(ctx, in.Action); err != nil {
-			return err
-		}
-		st, err := d.PowerState(ctx)
-		out.PowerState = st
+		var err error
+		res, err = d.SetPower(ctx, in.Action)
 		return err
 	})
-	if err == nil {
-		a.log().InfoContext(ctx, "power set", "node", in.BMC.NodeID, "action", in.Action, "state", out.PowerState)
+	out := kinds.SetPowerOutput{PowerState: res.State, ConfirmedMs: res.Took.Milliseconds(), PowerReads: res.Reads}
+	if err != nil {
+		a.log().WarnContext(ctx, "power not set", "node", in.BMC.NodeID, "action", in.Action,
+			"last_state", res.State, "after_ms", out.ConfirmedMs, "err", err)
+		return out, toTemporal(err)
 	}
-	return out, toTemporal(err)
+	a.log().InfoContext(ctx, "power set", "node", in.BMC.NodeID, "action", in.Action, "state", out.PowerState,
+		"confirmed_ms", out.ConfirmedMs, "reads", out.PowerReads)
+	return out, nil
 }
 
 // SetBootDevice is management.setBootDevice.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.temporal.io/sdk/temporal"
@@ -106,7 +107,7 @@ func TestBMCActivityFailures(t *testing.T) {
 	b := startBMC(t)
 	a := &Activities{
 		Drivers:   map[string]DriverFactory{bmc.DriverRedfish: redfishFactory},
-		LookupEnv: envLookup(map[string]string{"GOOD": "admin:s3cret", "NOCOLON": "admin"}),
+		LookupEnv: envLookup(map[string]string{"GOOD": "admin:s3cret", "NOCOLON": "admin", "WRONG": "admin:not-it"}),
 	}
 	env := testEnv(t, a)
 	tests := []struct {
@@ -122,6 +123,8 @@ func TestBMCActivityFailures(t *testing.T) {
 		{"secret without service", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "secret://bmc/1"}, errs.Unsupported, true},
 		{"bare ref", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "admin:s3cret"}, errs.InvalidInput, true},
 		{"bad address", kinds.BMCTarget{Address: "ftp://x", CredentialsRef: "env://GOOD"}, errs.InvalidInput, true},
+		// final, so Temporal does not retry a wrong password into a locked BMC account
+		{"wrong password", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://WRONG"}, errs.Unauthenticated, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,6 +137,43 @@ func TestBMCActivityFailures(t *testing.T) {
 	}
 	if got := b.State().Power; got != bmc.Off {
 		t.Errorf("BMC power after refused commands = %s, want off", got)
+	}
+}
+
+// TestSetPowerRecordsConfirmation: power.setPower returns once a BMC that
+// lands changes late reports the new state, and its result says how long
+// that took.
+func TestSetPowerRecordsConfirmation(t *testing.T) {
+	const delay = 400 * time.Millisecond
+	b, err := redfishbmc.New(redfishbmc.Config{Username: "admin", Password: "s3cret", PowerDelay: delay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(ln)
+	t.Cleanup(func() { b.Close() })
+	a := &Activities{
+		Drivers:   map[string]DriverFactory{bmc.DriverRedfish: redfishFactory},
+		LookupEnv: envLookup(map[string]string{"BMC_CREDS": "admin:s3cret"}),
+	}
+	env := testEnv(t, a)
+	target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://BMC_CREDS"}
+	v, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOn})
+	if err != nil {
+		t.Fatalf("power.setPower(on) = %v", err)
+	}
+	var out kinds.SetPowerOutput
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.PowerState != bmc.On || out.ConfirmedMs < delay.Milliseconds() || out.PowerReads < 2 {
+		t.Errorf("power.setPower(on) = %+v, want on, confirmed after ≥ %dms and ≥ 2 reads", out, delay.Milliseconds())
+	}
+	if got := b.State().Power; got != bmc.On {
+		t.Errorf("BMC power when power.setPower(on) returned = %s, want on", got)
 	}
 }
 

@@ -76,30 +76,31 @@ func (d *Driver) enter(method string) error {
 	return d.errs[method]
 }
 
-// SetPower changes the power like bmc.Power documents.
-func (d *Driver) SetPower(_ context.Context, a bmc.PowerAction) error {
+// SetPower changes the power like bmc.Power documents; the change lands at
+// once, so it is confirmed by one read.
+func (d *Driver) SetPower(_ context.Context, a bmc.PowerAction) (bmc.PowerResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.enter(SetPower); err != nil {
-		return err
+		return bmc.PowerResult{}, err
 	}
 	if _, err := bmc.ParsePowerAction(string(a)); err != nil {
-		return err
+		return bmc.PowerResult{}, err
 	}
 	if slices.Contains(d.unsupported, a) {
-		return errs.New(errs.Unsupported, "the fake BMC does not allow power action %q", a)
+		return bmc.PowerResult{}, errs.New(errs.Unsupported, "the fake BMC does not allow power action %q", a)
 	}
 	switch {
 	case a == bmc.PowerOff || a == bmc.PowerGracefulOff:
 		d.power = bmc.Off
 	case a == bmc.PowerOn && d.power == bmc.On:
 	case a == bmc.PowerNMI && d.power == bmc.Off:
-		return errs.New(errs.InvalidState, "the machine is off: an NMI needs it on")
+		return bmc.PowerResult{}, errs.New(errs.InvalidState, "the machine is off: an NMI needs it on")
 	case a == bmc.PowerNMI:
 	default: // on from off, reset, graceful-restart, cycle
 		d.bootLocked()
 	}
-	return nil
+	return bmc.PowerResult{State: d.power, Reads: 1}, nil
 }
 
 func (d *Driver) bootLocked() {

@@ -14,17 +14,20 @@ func TestFakeBehavesLikeAMachine(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := New(bmc.Inventory{Serial: "S1", MACs: []string{"52:54:00:00:00:01"}}, bmc.PowerNMI)
+	power := func(a bmc.PowerAction) func() error {
+		return func() error { _, err := d.SetPower(ctx, a); return err }
+	}
 	steps := []struct {
 		do   func() error
 		want bmc.PowerState
 	}{
-		{func() error { return d.SetPower(ctx, bmc.PowerOff) }, bmc.Off},
+		{power(bmc.PowerOff), bmc.Off},
 		{func() error { return d.SetBootDevice(ctx, bmc.BootPXE, false) }, bmc.Off},
-		{func() error { return d.SetPower(ctx, bmc.PowerOn) }, bmc.On},
-		{func() error { return d.SetPower(ctx, bmc.PowerOn) }, bmc.On},
-		{func() error { return d.SetPower(ctx, bmc.PowerCycle) }, bmc.On},
-		{func() error { return d.SetPower(ctx, bmc.PowerGracefulOff) }, bmc.Off},
-		{func() error { return d.SetPower(ctx, bmc.PowerReset) }, bmc.On},
+		{power(bmc.PowerOn), bmc.On},
+		{power(bmc.PowerOn), bmc.On},
+		{power(bmc.PowerCycle), bmc.On},
+		{power(bmc.PowerGracefulOff), bmc.Off},
+		{power(bmc.PowerReset), bmc.On},
 	}
 	for i, s := range steps {
 		if err := s.do(); err != nil {
@@ -37,7 +40,7 @@ func TestFakeBehavesLikeAMachine(t *testing.T) {
 	if diff := cmp.Diff([]bmc.BootDevice{bmc.BootPXE, bmc.BootDisk, bmc.BootDisk}, d.Boots()); diff != "" {
 		t.Errorf("Boots() mismatch (-want +got):\n%s", diff)
 	}
-	if err := d.SetPower(ctx, bmc.PowerNMI); !errs.Is(err, errs.Unsupported) {
+	if _, err := d.SetPower(ctx, bmc.PowerNMI); !errs.Is(err, errs.Unsupported) {
 		t.Errorf("SetPower(nmi) = %v, want UNSUPPORTED", err)
 	}
 	boom := errs.New(errs.DriverError, "BMC down")

@@ -15,7 +15,8 @@ import (
 )
 
 // fail turns an error from gofish or the network into a DRIVER_ERROR that names
-// the BMC and the HTTP status and says what to do. Our own errors pass through.
+// the BMC and the HTTP status and says what to do; a 401 is UNAUTHENTICATED.
+// Our own errors pass through.
 func (d *Driver) fail(op string, err error) error {
 	var own *errs.Error
 	if errors.As(err, &own) {
@@ -31,6 +32,9 @@ func (d *Driver) fail(op string, err error) error {
 	switch {
 	case errors.As(err, &re):
 		e.Msg = httpMessage(host, d.creds.Username, re)
+		if re.HTTPReturnedStatusCode == http.StatusUnauthorized {
+			e.Kind = errs.Unauthenticated // final: retrying a wrong password can lock the BMC account
+		}
 	case errors.As(err, new(*tls.CertificateVerificationError)):
 		e.Msg, e.Err = fmt.Sprintf("BMC %s presented a TLS certificate the site agent does not trust: give its CA, or allow insecure TLS for this BMC", host), err
 	case errors.Is(err, context.DeadlineExceeded):
@@ -54,7 +58,7 @@ func httpMessage(host, user string, re *common.Error) string {
 	status := re.HTTPReturnedStatusCode
 	switch status {
 	case http.StatusUnauthorized:
-		return fmt.Sprintf("BMC %s answered HTTP 401 Unauthorized: check the BMC credentials (username %q and its password) enrolled for this machine", host, user)
+		return fmt.Sprintf("BMC %s answered HTTP 401 Unauthorized: check the BMC credentials (username %q and its password) enrolled for this machine; not retried, so the BMC account is not locked out", host, user)
 	case http.StatusForbidden:
 		return fmt.Sprintf("BMC %s answered HTTP 403 Forbidden: the BMC account %q lacks the privilege for this; give it operator or administrator rights", host, user)
 	}

@@ -10,35 +10,74 @@ import (
 	"github.com/stmcginnis/gofish/redfish"
 )
 
-// SetPower performs action through ComputerSystem.Reset. Safe to call twice:
-// on, off and graceful-off do nothing when the machine is already there;
-// reset, graceful-restart and cycle power on a machine that is off. cycle uses
-// PowerCycle when the BMC allows it, else ForceOff then On.
-func (d *Driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
+// SetPower performs action through ComputerSystem.Reset and returns once
+// the system reports the state each Reset asked for (bmc.Power). Safe to
+// call twice: on, off and graceful-off do nothing when the machine is
+// already there; reset, graceful-restart and cycle power on a machine that
+// is off. cycle uses PowerCycle when the BMC allows it, else ForceOff,
+// confirmed off, then On, confirmed on: an On sent while the off is still
+// pending would be a no-op and leave the machine off.
+func (d *Driver) SetPower(ctx context.Context, action bmc.PowerAction) (bmc.PowerResult, error) {
 	const op = "power.setPower"
 	if _, err := bmc.ParsePowerAction(string(action)); err != nil {
-		return err
+		return bmc.PowerResult{}, err
 	}
-	cn, sys, err := d.connectSystem(ctx, op)
+	cn, sys, err := d.connectSystemFor(ctx, op, d.timeout+d.confirm.Timeout)
 	if err != nil {
-		return err
+		return bmc.PowerResult{}, err
 	}
 	defer cn.close()
-	on, err := d.isOn(sys, op)
+	t := d.confirm.Track(d.addr.HostPort(), func(context.Context) (bmc.PowerState, error) {
+		return d.readPower(cn, sys.ODataID, op)
+	})
+	st, err := t.Settled(ctx)
 	if err != nil {
-		return err
+		return t.Result(), d.fail(op, err)
 	}
-	steps, err := planReset(action, on, sys.SupportedResetTypes)
+	steps, err := planReset(action, st == bmc.On, sys.SupportedResetTypes)
 	if err != nil {
-		return d.fail(op, err)
+		return t.Result(), d.fail(op, err)
 	}
 	for _, rt := range steps {
 		d.log.Info("redfish reset", "system", sys.ODataID, "action", string(action), "reset_type", string(rt))
 		if err := sys.Reset(rt); err != nil {
-			return d.fail(op, err)
+			return t.Result(), d.fail(op, err)
+		}
+		if err := t.Await(ctx, after(rt), "Reset "+string(rt)); err != nil {
+			return t.Result(), d.fail(op, err)
 		}
 	}
-	return nil
+	res := t.Result()
+	d.log.Info("redfish power confirmed", "system", sys.ODataID, "action", string(action), "state", string(res.State),
+		"took", res.Took, "reads", res.Reads)
+	return res, nil
+}
+
+// after is the power state a ResetType leaves the machine in.
+func after(rt redfish.ResetType) bmc.PowerState {
+	switch rt {
+	case redfish.ForceOffResetType, redfish.GracefulShutdownResetType:
+		return bmc.Off
+	}
+	return bmc.On // On, ForceOn, the restarts, PowerCycle and Nmi (which needs the machine on)
+}
+
+// readPower reads the system's PowerState afresh: On or Off, the Redfish
+// word while it is in transition.
+func (d *Driver) readPower(cn *conn, path, op string) (bmc.PowerState, error) {
+	sys, err := redfish.GetComputerSystem(cn.c, path)
+	if err != nil {
+		return "", d.fail(op, err)
+	}
+	switch sys.PowerState {
+	case redfish.PoweringOnPowerState, redfish.PoweringOffPowerState:
+		return bmc.PowerState(sys.PowerState), nil
+	}
+	on, err := d.isOn(sys, op)
+	if err != nil || !on {
+		return bmc.Off, err
+	}
+	return bmc.On, nil
 }
 
 // PowerState reads the system's PowerState. A machine powering on, powering

@@ -33,6 +33,9 @@ type Config struct {
 	RootCAs            *x509.CertPool
 	// Timeout bounds each operation; 60 seconds when zero.
 	Timeout time.Duration
+	// Confirm bounds how long a power action waits for the BMC to report
+	// its new state (bmc.DefaultConfirmTimeout when zero), on top of Timeout.
+	Confirm bmc.Confirm
 	Logger  *slog.Logger
 }
 
@@ -43,6 +46,7 @@ type Driver struct {
 	creds   bmc.Credentials
 	session bool
 	timeout time.Duration
+	confirm bmc.Confirm
 	http    *http.Client
 	log     *slog.Logger
 }
@@ -63,13 +67,16 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 60 * time.Second
 	}
+	if cfg.Confirm.Timeout <= 0 {
+		cfg.Confirm.Timeout = bmc.DefaultConfirmTimeout
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify, RootCAs: cfg.RootCAs} //nolint:gosec // BMC certificates are often self-signed; the operator chooses
 	return &Driver{
-		addr: cfg.Address, creds: cfg.Credentials, session: cfg.SessionAuth, timeout: cfg.Timeout,
+		addr: cfg.Address, creds: cfg.Credentials, session: cfg.SessionAuth, timeout: cfg.Timeout, confirm: cfg.Confirm,
 		http: &http.Client{Transport: tr}, log: cfg.Logger.With("bmc", cfg.Address.HostPort(), "driver", "redfish"),
 	}, nil
 }
@@ -94,9 +101,9 @@ func (cn *conn) close() {
 	cn.cancel()
 }
 
-// connect opens a gofish client bound to ctx (with the driver's timeout).
-func (d *Driver) connect(ctx context.Context, op string) (*conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+// connect opens a gofish client bound to ctx, for at most timeout.
+func (d *Driver) connect(ctx context.Context, op string, timeout time.Duration) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	c, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint: d.addr.Endpoint(), Username: d.creds.Username, Password: d.creds.Password,
 		BasicAuth: !d.session, HTTPClient: d.http,
@@ -108,10 +115,15 @@ func (d *Driver) connect(ctx context.Context, op string) (*conn, error) {
 	return &conn{c: c, cancel: cancel, logout: d.session}, nil
 }
 
-// connectSystem connects and finds the machine's ComputerSystem; the caller
-// closes the connection.
+// connectSystem connects for one operation (the driver's timeout) and finds
+// the machine's ComputerSystem; the caller closes the connection.
 func (d *Driver) connectSystem(ctx context.Context, op string) (*conn, *redfish.ComputerSystem, error) {
-	cn, err := d.connect(ctx, op)
+	return d.connectSystemFor(ctx, op, d.timeout)
+}
+
+// connectSystemFor is connectSystem for an operation that may take timeout.
+func (d *Driver) connectSystemFor(ctx context.Context, op string, timeout time.Duration) (*conn, *redfish.ComputerSystem, error) {
+	cn, err := d.connect(ctx, op, timeout)
 	if err != nil {
 		return nil, nil, err
 	}

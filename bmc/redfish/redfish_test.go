@@ -90,17 +90,18 @@ func TestFailNamesHostAndStatus(t *testing.T) {
 	tests := []struct {
 		status int
 		body   string
+		kind   errs.Kind
 		want   []string
 	}{
-		{401, `{"error":{"message":"nope"}}`, []string{"bmc-7.example:8443", "401", "check the BMC credentials", `"ops"`}},
-		{403, ``, []string{"bmc-7.example:8443", "403", "privilege"}},
-		{500, `{"error":{"message":"fan on fire","@Message.ExtendedInfo":[{"Message":"try later"}]}}`, []string{"bmc-7.example:8443", "500", "try later"}},
-		{503, `not json`, []string{"503", "not json"}},
+		{401, `{"error":{"message":"nope"}}`, errs.Unauthenticated, []string{"bmc-7.example:8443", "401", "check the BMC credentials", `"ops"`}},
+		{403, ``, errs.DriverError, []string{"bmc-7.example:8443", "403", "privilege"}},
+		{500, `{"error":{"message":"fan on fire","@Message.ExtendedInfo":[{"Message":"try later"}]}}`, errs.DriverError, []string{"bmc-7.example:8443", "500", "try later"}},
+		{503, `not json`, errs.DriverError, []string{"503", "not json"}},
 	}
 	for _, tt := range tests {
 		err := d.fail("power.setPower", common.ConstructError(tt.status, []byte(tt.body)))
-		if !errs.Is(err, errs.DriverError) {
-			t.Errorf("fail(HTTP %d) = %v, want DRIVER_ERROR", tt.status, err)
+		if !errs.Is(err, tt.kind) {
+			t.Errorf("fail(HTTP %d) = %v, want %s", tt.status, err, tt.kind)
 			continue
 		}
 		for _, w := range tt.want {

@@ -52,7 +52,7 @@ func TestDriverPower(t *testing.T) {
 			{bmc.PowerOff, bmc.Off, 5},
 		}
 		for _, s := range steps {
-			if err := d.SetPower(ctx, s.action); err != nil {
+			if _, err := d.SetPower(ctx, s.action); err != nil {
 				t.Fatalf("SetPower(%s) = %v", s.action, err)
 			}
 			got, err := d.PowerState(ctx)
@@ -67,7 +67,7 @@ func TestDriverPower(t *testing.T) {
 		if st.Resets["GracefulShutdown"] != 1 || st.Resets["GracefulRestart"] != 1 || st.Resets["Nmi"] != 1 || st.Resets["ForceRestart"] != 1 {
 			t.Errorf("State().Resets = %v, want one GracefulShutdown, GracefulRestart, Nmi and ForceRestart", st.Resets)
 		}
-		if err := d.SetPower(ctx, bmc.PowerNMI); !errs.Is(err, errs.InvalidState) {
+		if _, err := d.SetPower(ctx, bmc.PowerNMI); !errs.Is(err, errs.InvalidState) {
 			t.Errorf("SetPower(nmi) on an off machine = %v, want INVALID_STATE", err)
 		}
 	})
@@ -80,12 +80,12 @@ func TestDriverUnsupportedAction(t *testing.T) {
 		b := start(t, Config{MockupDir: mockup, PoweredOn: true, ResetTypes: []string{"On", "ForceOff", "ForceRestart"}})
 		d := driver(t, b, testUser, testPass, false)
 		for _, a := range []bmc.PowerAction{bmc.PowerNMI, bmc.PowerGracefulOff, bmc.PowerGracefulRestart} {
-			err := d.SetPower(ctx, a)
+			_, err := d.SetPower(ctx, a)
 			if !errs.Is(err, errs.Unsupported) || !strings.Contains(err.Error(), string(a)) {
 				t.Errorf("SetPower(%s) = %v, want UNSUPPORTED naming the action", a, err)
 			}
 		}
-		if err := d.SetPower(ctx, bmc.PowerCycle); err != nil {
+		if _, err := d.SetPower(ctx, bmc.PowerCycle); err != nil {
 			t.Errorf("SetPower(cycle) without PowerCycle = %v, want ForceOff then On", err)
 		}
 		if got := b.State().Resets; got["ForceOff"] != 1 || got["On"] != 1 {
@@ -109,7 +109,7 @@ func TestDriverBootOverride(t *testing.T) {
 		if st := b.State(); st.BootTarget != "Pxe" || st.BootEnabled != "Once" {
 			t.Errorf("State() boot = %s/%s, want Pxe/Once", st.BootTarget, st.BootEnabled)
 		}
-		if err := d.SetPower(ctx, bmc.PowerOn); err != nil {
+		if _, err := d.SetPower(ctx, bmc.PowerOn); err != nil {
 			t.Fatalf("SetPower(on) = %v", err)
 		}
 		if got := waitBoot(t, boots); got != bmc.BootPXE {
@@ -118,7 +118,7 @@ func TestDriverBootOverride(t *testing.T) {
 		if st := b.State(); st.BootEnabled != "Disabled" {
 			t.Errorf("State().BootEnabled after the boot = %q, want Disabled (Once consumed)", st.BootEnabled)
 		}
-		if err := d.SetPower(ctx, bmc.PowerReset); err != nil {
+		if _, err := d.SetPower(ctx, bmc.PowerReset); err != nil {
 			t.Fatalf("SetPower(reset) = %v", err)
 		}
 		if got := waitBoot(t, boots); got != bmc.BootDisk {
@@ -128,7 +128,7 @@ func TestDriverBootOverride(t *testing.T) {
 			t.Fatalf("SetBootDevice(cd, persistent) = %v", err)
 		}
 		for range 2 {
-			if err := d.SetPower(ctx, bmc.PowerCycle); err != nil {
+			if _, err := d.SetPower(ctx, bmc.PowerCycle); err != nil {
 				t.Fatalf("SetPower(cycle) = %v", err)
 			}
 			if got := waitLastBoot(t, boots); got != bmc.BootCD {
@@ -201,11 +201,11 @@ func TestDriverWrongPassword(t *testing.T) {
 		b := start(t, Config{MockupDir: mockup})
 		for _, session := range []bool{false, true} {
 			d := driver(t, b, testUser, "not-the-password", session)
-			err := d.SetPower(context.Background(), bmc.PowerOn)
+			_, err := d.SetPower(context.Background(), bmc.PowerOn)
 			var e *errs.Error
-			if !errors.As(err, &e) || e.Kind != errs.DriverError || !strings.Contains(e.Msg, "401") ||
+			if !errors.As(err, &e) || e.Kind != errs.Unauthenticated || !strings.Contains(e.Msg, "401") ||
 				!strings.Contains(e.Msg, "credentials") || !strings.Contains(e.Msg, "127.0.0.1") {
-				t.Errorf("SetPower(on) with a wrong password (session %t) = %v, want DRIVER_ERROR naming the BMC, 401 and the credentials", session, err)
+				t.Errorf("SetPower(on) with a wrong password (session %t) = %v, want UNAUTHENTICATED naming the BMC, 401 and the credentials", session, err)
 			}
 			if err != nil && strings.Contains(err.Error(), "not-the-password") {
 				t.Errorf("SetPower(on) error %q holds the password", err)

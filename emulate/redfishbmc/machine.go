@@ -32,17 +32,17 @@ func (b *BMC) reset(resetType string) (problem string) {
 	switch resetType {
 	case "On", "ForceOn":
 		if m.power == bmc.Off {
-			b.powerOnLocked()
+			b.land(b.powerOnLocked)
 		}
 	case "ForceOff", "GracefulShutdown":
-		m.power = bmc.Off
+		b.land(b.powerOffLocked)
 	case "ForceRestart", "GracefulRestart", "PowerCycle":
-		b.powerOnLocked() // a restart boots the machine again; one that was off comes on
+		b.land(b.powerOnLocked) // a restart boots the machine again; one that was off comes on
 	case "PushPowerButton":
 		if m.power == bmc.On {
-			m.power = bmc.Off
+			b.land(b.powerOffLocked)
 		} else {
-			b.powerOnLocked()
+			b.land(b.powerOnLocked)
 		}
 	case "Nmi":
 		if m.power == bmc.Off {

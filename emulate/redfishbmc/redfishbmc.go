@@ -51,6 +51,9 @@ type Config struct {
 	BootTargets []string
 	// PoweredOn starts the machine on; it starts off otherwise.
 	PoweredOn bool
+	// PowerDelay lands each accepted power change this long after the Reset
+	// (as real BMCs do); at once when zero. See latepower.go.
+	PowerDelay time.Duration
 	// DefaultBoot is where the machine boots with no override; disk when empty.
 	DefaultBoot bmc.BootDevice
 	// OnBoot, when set, is called in its own goroutine each time the machine

@@ -1,0 +1,27 @@
+package redfishbmc
+
+import (
+	"time"
+
+	"github.com/better-compute/better-compute/bmc"
+)
+
+// land applies a power change the Reset just accepted: at once, or, with
+// Config.PowerDelay, that long later, as real BMCs do. Until it lands the
+// system keeps reporting its old PowerState, and a request decided on that
+// state (an On while a ForceOff is pending) does what it would do then.
+// Callers hold b.mu; a late change takes it itself.
+func (b *BMC) land(change func()) {
+	if b.cfg.PowerDelay <= 0 {
+		change()
+		return
+	}
+	time.AfterFunc(b.cfg.PowerDelay, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		change()
+	})
+}
+
+// powerOffLocked turns the machine off. Callers hold b.mu.
+func (b *BMC) powerOffLocked() { b.m.power = bmc.Off }
