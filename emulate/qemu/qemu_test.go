@@ -146,23 +146,24 @@ func TestPowerAndBootOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	mustPower := func(_ bmc.PowerResult, err error) { t.Helper(); must(err) }
 	if st, err := d.PowerState(ctx); err != nil || st != bmc.Off || m.Running() != 0 {
 		t.Fatalf("at start: PowerState() = %q, %v; QEMU pid %d; want off and no QEMU", st, err, m.Running())
 	}
 
 	// No override: the machine boots its disk.
-	must(d.SetPower(ctx, bmc.PowerOn))
+	mustPower(d.SetPower(ctx, bmc.PowerOn))
 	waitFor(t, "disk boot", func() bool { return m.printed(diskMarker) == 1 })
 
 	// PXE once, then a reset (QMP system_reset): the machine PXE-boots, its
 	// boot file reboots it, and the override is used up: the disk again.
 	must(d.SetBootDevice(ctx, bmc.BootPXE, false))
-	must(d.SetPower(ctx, bmc.PowerReset))
+	mustPower(d.SetPower(ctx, bmc.PowerReset))
 	waitFor(t, "PXE boot then disk boot", func() bool { return m.printed(pxeMarker) == 1 && m.printed(diskMarker) == 2 })
 	pid := m.Running()
 
 	// Off: QMP quit; the process is gone.
-	must(d.SetPower(ctx, bmc.PowerOff))
+	mustPower(d.SetPower(ctx, bmc.PowerOff))
 	waitFor(t, "QEMU gone", func() bool { return m.Running() == 0 && !alive(pid) })
 	want := []boot{{bmc.BootDisk, "host-qmp-system-reset"}, {bmc.BootPXE, "guest-reset"}, {bmc.BootDisk, "host-qmp-quit"}}
 	if diff := cmp.Diff(want, m.bootList()); diff != "" {
@@ -171,7 +172,7 @@ func TestPowerAndBootOrder(t *testing.T) {
 
 	// PXE continuous: every reboot boots from the network again.
 	must(d.SetBootDevice(ctx, bmc.BootPXE, true))
-	must(d.SetPower(ctx, bmc.PowerOn))
+	mustPower(d.SetPower(ctx, bmc.PowerOn))
 	waitFor(t, "three PXE boots in a row", func() bool { return m.printed(pxeMarker) >= 3 })
 	if n := m.printed(diskMarker); n != 2 {
 		t.Errorf("disk boots after PXE continuous = %d, want still 2", n)
@@ -180,9 +181,9 @@ func TestPowerAndBootOrder(t *testing.T) {
 	// Disk continuous, then a graceful shutdown the halted machine ignores:
 	// QMP system_powerdown, and the power is cut after GracefulTimeout.
 	must(d.SetBootDevice(ctx, bmc.BootDisk, true))
-	must(d.SetPower(ctx, bmc.PowerCycle))
+	mustPower(d.SetPower(ctx, bmc.PowerCycle))
 	waitFor(t, "disk boot after the cycle", func() bool { return m.printed(diskMarker) == 3 })
-	must(d.SetPower(ctx, bmc.PowerGracefulOff))
+	mustPower(d.SetPower(ctx, bmc.PowerGracefulOff))
 	waitFor(t, "QEMU gone after the graceful shutdown", func() bool { return m.Running() == 0 })
 	last := m.Boots()[len(m.Boots())-1]
 	if last.Device != bmc.BootDisk || last.Reason != "host-qmp-quit" || last.Ended.Sub(last.Started) < m.cfg.GracefulTimeout {
@@ -201,7 +202,7 @@ func TestPowerAndBootOrder(t *testing.T) {
 // TestCloseKillsQEMU checks that Close leaves no QEMU behind.
 func TestCloseKillsQEMU(t *testing.T) {
 	m, d := testMachine(t)
-	if err := d.SetPower(context.Background(), bmc.PowerOn); err != nil {
+	if _, err := d.SetPower(context.Background(), bmc.PowerOn); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "disk boot", func() bool { return m.printed(diskMarker) == 1 })
