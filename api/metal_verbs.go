@@ -11,6 +11,7 @@ import (
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -19,7 +20,11 @@ func (s metal) Get(ctx context.Context, r *connect.Request[v1.GetNodeRequest]) (
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&v1.GetNodeResponse{Node: nodeOut(n)}), nil
+	waits, err := s.store.MACWaits(ctx, n.TenantID, n.ID)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.GetNodeResponse{Node: withWait(nodeOut(n), waits[n.ID])}), nil
 }
 
 func (s metal) List(ctx context.Context, r *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
@@ -31,7 +36,13 @@ func (s metal) List(ctx context.Context, r *connect.Request[v1.ListNodesRequest]
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&v1.ListNodesResponse{Items: mapSlice(list, nodeOut)}), nil
+	waits, err := s.store.MACWaits(ctx, t, "")
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.ListNodesResponse{Items: mapSlice(list, func(n store.Node) *v1.Node {
+		return withWait(nodeOut(n), waits[n.ID])
+	})}), nil
 }
 
 func (s metal) Deploy(ctx context.Context, r *connect.Request[v1.DeployRequest]) (*connect.Response[v1.VerbResponse], error) {

@@ -9,6 +9,7 @@ package bettercomputev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -473,11 +474,179 @@ func (*ReportAttemptResponse) Descriptor() ([]byte, []int) {
 	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{6}
 }
 
+type DiscoverySighting struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mac   string                 `protobuf:"bytes,1,opt,name=mac,proto3" json:"mac,omitempty"`
+	// DHCP option 97 as sent; empty when unknown.
+	ClientUuid string `protobuf:"bytes,2,opt,name=client_uuid,json=clientUuid,proto3" json:"client_uuid,omitempty"`
+	// DHCP option 93 by its IANA name; empty when unknown.
+	Arch      string                 `protobuf:"bytes,3,opt,name=arch,proto3" json:"arch,omitempty"`
+	FirstSeen *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	LastSeen  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// Sightings so far (PXE requests and iPXE script fetches).
+	Count         int64 `protobuf:"varint,6,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscoverySighting) Reset() {
+	*x = DiscoverySighting{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscoverySighting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscoverySighting) ProtoMessage() {}
+
+func (x *DiscoverySighting) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscoverySighting.ProtoReflect.Descriptor instead.
+func (*DiscoverySighting) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *DiscoverySighting) GetMac() string {
+	if x != nil {
+		return x.Mac
+	}
+	return ""
+}
+
+func (x *DiscoverySighting) GetClientUuid() string {
+	if x != nil {
+		return x.ClientUuid
+	}
+	return ""
+}
+
+func (x *DiscoverySighting) GetArch() string {
+	if x != nil {
+		return x.Arch
+	}
+	return ""
+}
+
+func (x *DiscoverySighting) GetFirstSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return nil
+}
+
+func (x *DiscoverySighting) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *DiscoverySighting) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type ReportDiscoveriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 256.
+	Items         []*DiscoverySighting `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportDiscoveriesRequest) Reset() {
+	*x = ReportDiscoveriesRequest{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportDiscoveriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportDiscoveriesRequest) ProtoMessage() {}
+
+func (x *ReportDiscoveriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportDiscoveriesRequest.ProtoReflect.Descriptor instead.
+func (*ReportDiscoveriesRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReportDiscoveriesRequest) GetItems() []*DiscoverySighting {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type ReportDiscoveriesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportDiscoveriesResponse) Reset() {
+	*x = ReportDiscoveriesResponse{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportDiscoveriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportDiscoveriesResponse) ProtoMessage() {}
+
+func (x *ReportDiscoveriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportDiscoveriesResponse.ProtoReflect.Descriptor instead.
+func (*ReportDiscoveriesResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{9}
+}
+
 var File_bettercompute_v1_agents_proto protoreflect.FileDescriptor
 
 const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\n" +
-	"\x1dbettercompute/v1/agents.proto\x12\x10bettercompute.v1\"/\n" +
+	"\x1dbettercompute/v1/agents.proto\x12\x10bettercompute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n" +
 	"\fRenewRequest\x12\x1f\n" +
 	"\vserve_hosts\x18\x01 \x03(\tR\n" +
 	"serveHosts\"~\n" +
@@ -515,14 +684,28 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x12\n" +
 	"\x04step\x18\x03 \x01(\tR\x04step\x12\x18\n" +
 	"\aattempt\x18\x04 \x01(\x05R\aattempt\"\x17\n" +
-	"\x15ReportAttemptResponse2\x9d\x01\n" +
+	"\x15ReportAttemptResponse\"\xe4\x01\n" +
+	"\x11DiscoverySighting\x12\x10\n" +
+	"\x03mac\x18\x01 \x01(\tR\x03mac\x12\x1f\n" +
+	"\vclient_uuid\x18\x02 \x01(\tR\n" +
+	"clientUuid\x12\x12\n" +
+	"\x04arch\x18\x03 \x01(\tR\x04arch\x129\n" +
+	"\n" +
+	"first_seen\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
+	"\tlast_seen\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x14\n" +
+	"\x05count\x18\x06 \x01(\x03R\x05count\"U\n" +
+	"\x18ReportDiscoveriesRequest\x129\n" +
+	"\x05items\x18\x01 \x03(\v2#.bettercompute.v1.DiscoverySightingR\x05items\"\x1b\n" +
+	"\x19ReportDiscoveriesResponse2\x9d\x01\n" +
 	"\vJoinService\x12E\n" +
 	"\x04Join\x12\x1d.bettercompute.v1.JoinRequest\x1a\x1e.bettercompute.v1.JoinResponse\x12G\n" +
 	"\x05Renew\x12\x1e.bettercompute.v1.RenewRequest\x1a\x1e.bettercompute.v1.JoinResponse2l\n" +
 	"\x0eSecretsService\x12Z\n" +
 	"\aResolve\x12&.bettercompute.v1.ResolveSecretRequest\x1a'.bettercompute.v1.ResolveSecretResponse2x\n" +
 	"\x14AgentCommandsService\x12`\n" +
-	"\rReportAttempt\x12&.bettercompute.v1.ReportAttemptRequest\x1a'.bettercompute.v1.ReportAttemptResponseBSZQgithub.com/better-compute/better-compute/api/gen/bettercompute/v1;bettercomputev1b\x06proto3"
+	"\rReportAttempt\x12&.bettercompute.v1.ReportAttemptRequest\x1a'.bettercompute.v1.ReportAttemptResponse2w\n" +
+	"\x12DiscoveriesService\x12a\n" +
+	"\x06Report\x12*.bettercompute.v1.ReportDiscoveriesRequest\x1a+.bettercompute.v1.ReportDiscoveriesResponseBSZQgithub.com/better-compute/better-compute/api/gen/bettercompute/v1;bettercomputev1b\x06proto3"
 
 var (
 	file_bettercompute_v1_agents_proto_rawDescOnce sync.Once
@@ -536,32 +719,41 @@ func file_bettercompute_v1_agents_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_agents_proto_rawDescData
 }
 
-var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_bettercompute_v1_agents_proto_goTypes = []any{
-	(*RenewRequest)(nil),          // 0: bettercompute.v1.RenewRequest
-	(*JoinRequest)(nil),           // 1: bettercompute.v1.JoinRequest
-	(*JoinResponse)(nil),          // 2: bettercompute.v1.JoinResponse
-	(*ResolveSecretRequest)(nil),  // 3: bettercompute.v1.ResolveSecretRequest
-	(*ResolveSecretResponse)(nil), // 4: bettercompute.v1.ResolveSecretResponse
-	(*ReportAttemptRequest)(nil),  // 5: bettercompute.v1.ReportAttemptRequest
-	(*ReportAttemptResponse)(nil), // 6: bettercompute.v1.ReportAttemptResponse
-	nil,                           // 7: bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	(*RenewRequest)(nil),              // 0: bettercompute.v1.RenewRequest
+	(*JoinRequest)(nil),               // 1: bettercompute.v1.JoinRequest
+	(*JoinResponse)(nil),              // 2: bettercompute.v1.JoinResponse
+	(*ResolveSecretRequest)(nil),      // 3: bettercompute.v1.ResolveSecretRequest
+	(*ResolveSecretResponse)(nil),     // 4: bettercompute.v1.ResolveSecretResponse
+	(*ReportAttemptRequest)(nil),      // 5: bettercompute.v1.ReportAttemptRequest
+	(*ReportAttemptResponse)(nil),     // 6: bettercompute.v1.ReportAttemptResponse
+	(*DiscoverySighting)(nil),         // 7: bettercompute.v1.DiscoverySighting
+	(*ReportDiscoveriesRequest)(nil),  // 8: bettercompute.v1.ReportDiscoveriesRequest
+	(*ReportDiscoveriesResponse)(nil), // 9: bettercompute.v1.ReportDiscoveriesResponse
+	nil,                               // 10: bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	(*timestamppb.Timestamp)(nil),     // 11: google.protobuf.Timestamp
 }
 var file_bettercompute_v1_agents_proto_depIdxs = []int32{
-	7, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
-	1, // 1: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
-	0, // 2: bettercompute.v1.JoinService.Renew:input_type -> bettercompute.v1.RenewRequest
-	3, // 3: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
-	5, // 4: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
-	2, // 5: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
-	2, // 6: bettercompute.v1.JoinService.Renew:output_type -> bettercompute.v1.JoinResponse
-	4, // 7: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
-	6, // 8: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
-	5, // [5:9] is the sub-list for method output_type
-	1, // [1:5] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	10, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	11, // 1: bettercompute.v1.DiscoverySighting.first_seen:type_name -> google.protobuf.Timestamp
+	11, // 2: bettercompute.v1.DiscoverySighting.last_seen:type_name -> google.protobuf.Timestamp
+	7,  // 3: bettercompute.v1.ReportDiscoveriesRequest.items:type_name -> bettercompute.v1.DiscoverySighting
+	1,  // 4: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
+	0,  // 5: bettercompute.v1.JoinService.Renew:input_type -> bettercompute.v1.RenewRequest
+	3,  // 6: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
+	5,  // 7: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
+	8,  // 8: bettercompute.v1.DiscoveriesService.Report:input_type -> bettercompute.v1.ReportDiscoveriesRequest
+	2,  // 9: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
+	2,  // 10: bettercompute.v1.JoinService.Renew:output_type -> bettercompute.v1.JoinResponse
+	4,  // 11: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
+	6,  // 12: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
+	9,  // 13: bettercompute.v1.DiscoveriesService.Report:output_type -> bettercompute.v1.ReportDiscoveriesResponse
+	9,  // [9:14] is the sub-list for method output_type
+	4,  // [4:9] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_v1_agents_proto_init() }
@@ -575,9 +767,9 @@ func file_bettercompute_v1_agents_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_agents_proto_rawDesc), len(file_bettercompute_v1_agents_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   11,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_bettercompute_v1_agents_proto_goTypes,
 		DependencyIndexes: file_bettercompute_v1_agents_proto_depIdxs,

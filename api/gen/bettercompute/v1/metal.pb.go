@@ -263,8 +263,17 @@ type Node struct {
 	Inventory         *structpb.Struct       `protobuf:"bytes,20,opt,name=inventory,proto3" json:"inventory,omitempty"`
 	CreatedAt         *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt         *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// What the node's workflow waits for before it sends anything more, for a
+	// machine enrolled by product UUID only (metal.ensureRamdisk):
+	// "pxeDiscovery" (power-cycled into PXE, waiting up to 10 minutes for a
+	// MAC to PXE-boot under its product UUID) or "macConfirmation" (waiting
+	// for `metal confirm-mac NODE --mac <mac_candidate>`); empty otherwise.
+	WaitingFor string `protobuf:"bytes,23,opt,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
+	// The MAC first seen PXE-booting under the node's product UUID, when
+	// waiting_for is macConfirmation.
+	MacCandidate  string `protobuf:"bytes,24,opt,name=mac_candidate,json=macCandidate,proto3" json:"mac_candidate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
@@ -449,6 +458,20 @@ func (x *Node) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *Node) GetWaitingFor() string {
+	if x != nil {
+		return x.WaitingFor
+	}
+	return ""
+}
+
+func (x *Node) GetMacCandidate() string {
+	if x != nil {
+		return x.MacCandidate
+	}
+	return ""
 }
 
 type GetNodeRequest struct {
@@ -1005,6 +1028,321 @@ func (x *VerbResponse) GetRunId() string {
 	return ""
 }
 
+type DiscoveredRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	SiteId        string                 `protobuf:"bytes,2,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscoveredRequest) Reset() {
+	*x = DiscoveredRequest{}
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscoveredRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscoveredRequest) ProtoMessage() {}
+
+func (x *DiscoveredRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscoveredRequest.ProtoReflect.Descriptor instead.
+func (*DiscoveredRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DiscoveredRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *DiscoveredRequest) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+// PxeDiscovery is a MAC seen PXE-booting on a site without a boot entry.
+type PxeDiscovery struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	SiteId string                 `protobuf:"bytes,1,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
+	Mac    string                 `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"`
+	// DHCP option 97 as the firmware sent it (RFC 4578 byte order), empty
+	// when the machine was seen only fetching its iPXE script without one.
+	ClientUuid string `protobuf:"bytes,3,opt,name=client_uuid,json=clientUuid,proto3" json:"client_uuid,omitempty"`
+	// Client architecture (DHCP option 93), by its IANA name.
+	Arch string `protobuf:"bytes,4,opt,name=arch,proto3" json:"arch,omitempty"`
+	// As the site agent's clock saw them.
+	FirstSeen *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`
+	LastSeen  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	Count     int64                  `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`
+	// The node waiting for a MAC confirmation with this MAC as its candidate.
+	CandidateFor string `protobuf:"bytes,8,opt,name=candidate_for,json=candidateFor,proto3" json:"candidate_for,omitempty"`
+	// The node this MAC now belongs to (confirmed, or enrolled since).
+	NodeId        string `protobuf:"bytes,9,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PxeDiscovery) Reset() {
+	*x = PxeDiscovery{}
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PxeDiscovery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PxeDiscovery) ProtoMessage() {}
+
+func (x *PxeDiscovery) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PxeDiscovery.ProtoReflect.Descriptor instead.
+func (*PxeDiscovery) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PxeDiscovery) GetSiteId() string {
+	if x != nil {
+		return x.SiteId
+	}
+	return ""
+}
+
+func (x *PxeDiscovery) GetMac() string {
+	if x != nil {
+		return x.Mac
+	}
+	return ""
+}
+
+func (x *PxeDiscovery) GetClientUuid() string {
+	if x != nil {
+		return x.ClientUuid
+	}
+	return ""
+}
+
+func (x *PxeDiscovery) GetArch() string {
+	if x != nil {
+		return x.Arch
+	}
+	return ""
+}
+
+func (x *PxeDiscovery) GetFirstSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstSeen
+	}
+	return nil
+}
+
+func (x *PxeDiscovery) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *PxeDiscovery) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *PxeDiscovery) GetCandidateFor() string {
+	if x != nil {
+		return x.CandidateFor
+	}
+	return ""
+}
+
+func (x *PxeDiscovery) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+type DiscoveredResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*PxeDiscovery        `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscoveredResponse) Reset() {
+	*x = DiscoveredResponse{}
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscoveredResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscoveredResponse) ProtoMessage() {}
+
+func (x *DiscoveredResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscoveredResponse.ProtoReflect.Descriptor instead.
+func (*DiscoveredResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DiscoveredResponse) GetItems() []*PxeDiscovery {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type ConfirmMacRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Mac           string                 `protobuf:"bytes,3,opt,name=mac,proto3" json:"mac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmMacRequest) Reset() {
+	*x = ConfirmMacRequest{}
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmMacRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmMacRequest) ProtoMessage() {}
+
+func (x *ConfirmMacRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmMacRequest.ProtoReflect.Descriptor instead.
+func (*ConfirmMacRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ConfirmMacRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *ConfirmMacRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ConfirmMacRequest) GetMac() string {
+	if x != nil {
+		return x.Mac
+	}
+	return ""
+}
+
+type ConfirmMacResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmMacResponse) Reset() {
+	*x = ConfirmMacResponse{}
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmMacResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmMacResponse) ProtoMessage() {}
+
+func (x *ConfirmMacResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmMacResponse.ProtoReflect.Descriptor instead.
+func (*ConfirmMacResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ConfirmMacResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
 type Command struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1030,7 +1368,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1380,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1393,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Command) GetId() string {
@@ -1173,7 +1511,7 @@ type ListCommandsRequest struct {
 
 func (x *ListCommandsRequest) Reset() {
 	*x = ListCommandsRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1523,7 @@ func (x *ListCommandsRequest) String() string {
 func (*ListCommandsRequest) ProtoMessage() {}
 
 func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1536,7 @@ func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsRequest.ProtoReflect.Descriptor instead.
 func (*ListCommandsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListCommandsRequest) GetTenantId() string {
@@ -1224,7 +1562,7 @@ type ListCommandsResponse struct {
 
 func (x *ListCommandsResponse) Reset() {
 	*x = ListCommandsResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1574,7 @@ func (x *ListCommandsResponse) String() string {
 func (*ListCommandsResponse) ProtoMessage() {}
 
 func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1587,7 @@ func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsResponse.ProtoReflect.Descriptor instead.
 func (*ListCommandsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListCommandsResponse) GetItems() []*Command {
@@ -1279,7 +1617,7 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\x03bmc\x18\x04 \x01(\v2\x15.bettercompute.v1.BmcR\x03bmc\x12\x12\n" +
 	"\x04macs\x18\x05 \x03(\tR\x04macs\x12!\n" +
 	"\fproduct_uuid\x18\x06 \x01(\tR\vproductUuid\x12\x1c\n" +
-	"\taddresses\x18\a \x03(\tR\taddresses\"\xf0\x05\n" +
+	"\taddresses\x18\a \x03(\tR\taddresses\"\xb6\x06\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1310,7 +1648,10 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"=\n" +
+	"updated_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1f\n" +
+	"\vwaiting_for\x18\x17 \x01(\tR\n" +
+	"waitingFor\x12#\n" +
+	"\rmac_candidate\x18\x18 \x01(\tR\fmacCandidate\"=\n" +
 	"\x0eGetNodeRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"=\n" +
@@ -1345,7 +1686,30 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x16.bettercompute.v1.NodeR\x04node\x12\x1f\n" +
 	"\vworkflow_id\x18\x02 \x01(\tR\n" +
 	"workflowId\x12\x15\n" +
-	"\x06run_id\x18\x03 \x01(\tR\x05runId\"\xc4\x03\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\"I\n" +
+	"\x11DiscoveredRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x17\n" +
+	"\asite_id\x18\x02 \x01(\tR\x06siteId\"\xb6\x02\n" +
+	"\fPxeDiscovery\x12\x17\n" +
+	"\asite_id\x18\x01 \x01(\tR\x06siteId\x12\x10\n" +
+	"\x03mac\x18\x02 \x01(\tR\x03mac\x12\x1f\n" +
+	"\vclient_uuid\x18\x03 \x01(\tR\n" +
+	"clientUuid\x12\x12\n" +
+	"\x04arch\x18\x04 \x01(\tR\x04arch\x129\n" +
+	"\n" +
+	"first_seen\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tfirstSeen\x127\n" +
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x14\n" +
+	"\x05count\x18\a \x01(\x03R\x05count\x12#\n" +
+	"\rcandidate_for\x18\b \x01(\tR\fcandidateFor\x12\x17\n" +
+	"\anode_id\x18\t \x01(\tR\x06nodeId\"J\n" +
+	"\x12DiscoveredResponse\x124\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.bettercompute.v1.PxeDiscoveryR\x05items\"[\n" +
+	"\x11ConfirmMacRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x10\n" +
+	"\x03mac\x18\x03 \x01(\tR\x03mac\"@\n" +
+	"\x12ConfirmMacResponse\x12*\n" +
+	"\x04node\x18\x01 \x01(\v2\x16.bettercompute.v1.NodeR\x04node\"\xc4\x03\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x17\n" +
@@ -1372,7 +1736,7 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"G\n" +
 	"\x14ListCommandsResponse\x12/\n" +
-	"\x05items\x18\x01 \x03(\v2\x19.bettercompute.v1.CommandR\x05items2\xc2\b\n" +
+	"\x05items\x18\x01 \x03(\v2\x19.bettercompute.v1.CommandR\x05items2\xf4\t\n" +
 	"\fMetalService\x12I\n" +
 	"\x06Enroll\x12\x1f.bettercompute.v1.EnrollRequest\x1a\x1e.bettercompute.v1.VerbResponse\x12J\n" +
 	"\x03Get\x12 .bettercompute.v1.GetNodeRequest\x1a!.bettercompute.v1.GetNodeResponse\x12O\n" +
@@ -1387,7 +1751,11 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\aRecover\x12!.bettercompute.v1.NodeVerbRequest\x1a\x1e.bettercompute.v1.VerbResponse\x12K\n" +
 	"\x06Retire\x12!.bettercompute.v1.NodeVerbRequest\x1a\x1e.bettercompute.v1.VerbResponse\x12G\n" +
 	"\x05Abort\x12\x1e.bettercompute.v1.AbortRequest\x1a\x1e.bettercompute.v1.VerbResponse\x12G\n" +
-	"\x05Power\x12\x1e.bettercompute.v1.PowerRequest\x1a\x1e.bettercompute.v1.VerbResponse2h\n" +
+	"\x05Power\x12\x1e.bettercompute.v1.PowerRequest\x1a\x1e.bettercompute.v1.VerbResponse\x12W\n" +
+	"\n" +
+	"Discovered\x12#.bettercompute.v1.DiscoveredRequest\x1a$.bettercompute.v1.DiscoveredResponse\x12W\n" +
+	"\n" +
+	"ConfirmMac\x12#.bettercompute.v1.ConfirmMacRequest\x1a$.bettercompute.v1.ConfirmMacResponse2h\n" +
 	"\x0fCommandsService\x12U\n" +
 	"\x04List\x12%.bettercompute.v1.ListCommandsRequest\x1a&.bettercompute.v1.ListCommandsResponseBSZQgithub.com/better-compute/better-compute/api/gen/bettercompute/v1;bettercomputev1b\x06proto3"
 
@@ -1403,7 +1771,7 @@ func file_bettercompute_v1_metal_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_metal_proto_rawDescData
 }
 
-var file_bettercompute_v1_metal_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_bettercompute_v1_metal_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_bettercompute_v1_metal_proto_goTypes = []any{
 	(*BmcCredentials)(nil),        // 0: bettercompute.v1.BmcCredentials
 	(*Bmc)(nil),                   // 1: bettercompute.v1.Bmc
@@ -1419,59 +1787,72 @@ var file_bettercompute_v1_metal_proto_goTypes = []any{
 	(*AbortRequest)(nil),          // 11: bettercompute.v1.AbortRequest
 	(*PowerRequest)(nil),          // 12: bettercompute.v1.PowerRequest
 	(*VerbResponse)(nil),          // 13: bettercompute.v1.VerbResponse
-	(*Command)(nil),               // 14: bettercompute.v1.Command
-	(*ListCommandsRequest)(nil),   // 15: bettercompute.v1.ListCommandsRequest
-	(*ListCommandsResponse)(nil),  // 16: bettercompute.v1.ListCommandsResponse
-	(*structpb.Struct)(nil),       // 17: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*DiscoveredRequest)(nil),     // 14: bettercompute.v1.DiscoveredRequest
+	(*PxeDiscovery)(nil),          // 15: bettercompute.v1.PxeDiscovery
+	(*DiscoveredResponse)(nil),    // 16: bettercompute.v1.DiscoveredResponse
+	(*ConfirmMacRequest)(nil),     // 17: bettercompute.v1.ConfirmMacRequest
+	(*ConfirmMacResponse)(nil),    // 18: bettercompute.v1.ConfirmMacResponse
+	(*Command)(nil),               // 19: bettercompute.v1.Command
+	(*ListCommandsRequest)(nil),   // 20: bettercompute.v1.ListCommandsRequest
+	(*ListCommandsResponse)(nil),  // 21: bettercompute.v1.ListCommandsResponse
+	(*structpb.Struct)(nil),       // 22: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
 }
 var file_bettercompute_v1_metal_proto_depIdxs = []int32{
 	0,  // 0: bettercompute.v1.Bmc.credentials:type_name -> bettercompute.v1.BmcCredentials
 	1,  // 1: bettercompute.v1.EnrollRequest.bmc:type_name -> bettercompute.v1.Bmc
-	17, // 2: bettercompute.v1.Node.inventory:type_name -> google.protobuf.Struct
-	18, // 3: bettercompute.v1.Node.created_at:type_name -> google.protobuf.Timestamp
-	18, // 4: bettercompute.v1.Node.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 2: bettercompute.v1.Node.inventory:type_name -> google.protobuf.Struct
+	23, // 3: bettercompute.v1.Node.created_at:type_name -> google.protobuf.Timestamp
+	23, // 4: bettercompute.v1.Node.updated_at:type_name -> google.protobuf.Timestamp
 	3,  // 5: bettercompute.v1.GetNodeResponse.node:type_name -> bettercompute.v1.Node
 	3,  // 6: bettercompute.v1.ListNodesResponse.items:type_name -> bettercompute.v1.Node
 	3,  // 7: bettercompute.v1.VerbResponse.node:type_name -> bettercompute.v1.Node
-	18, // 8: bettercompute.v1.Command.started_at:type_name -> google.protobuf.Timestamp
-	18, // 9: bettercompute.v1.Command.finished_at:type_name -> google.protobuf.Timestamp
-	14, // 10: bettercompute.v1.ListCommandsResponse.items:type_name -> bettercompute.v1.Command
-	2,  // 11: bettercompute.v1.MetalService.Enroll:input_type -> bettercompute.v1.EnrollRequest
-	4,  // 12: bettercompute.v1.MetalService.Get:input_type -> bettercompute.v1.GetNodeRequest
-	6,  // 13: bettercompute.v1.MetalService.List:input_type -> bettercompute.v1.ListNodesRequest
-	8,  // 14: bettercompute.v1.MetalService.Manage:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 15: bettercompute.v1.MetalService.Inspect:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 16: bettercompute.v1.MetalService.Provide:input_type -> bettercompute.v1.NodeVerbRequest
-	9,  // 17: bettercompute.v1.MetalService.Deploy:input_type -> bettercompute.v1.DeployRequest
-	10, // 18: bettercompute.v1.MetalService.Undeploy:input_type -> bettercompute.v1.UndeployRequest
-	8,  // 19: bettercompute.v1.MetalService.Rescue:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 20: bettercompute.v1.MetalService.Unrescue:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 21: bettercompute.v1.MetalService.Recover:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 22: bettercompute.v1.MetalService.Retire:input_type -> bettercompute.v1.NodeVerbRequest
-	11, // 23: bettercompute.v1.MetalService.Abort:input_type -> bettercompute.v1.AbortRequest
-	12, // 24: bettercompute.v1.MetalService.Power:input_type -> bettercompute.v1.PowerRequest
-	15, // 25: bettercompute.v1.CommandsService.List:input_type -> bettercompute.v1.ListCommandsRequest
-	13, // 26: bettercompute.v1.MetalService.Enroll:output_type -> bettercompute.v1.VerbResponse
-	5,  // 27: bettercompute.v1.MetalService.Get:output_type -> bettercompute.v1.GetNodeResponse
-	7,  // 28: bettercompute.v1.MetalService.List:output_type -> bettercompute.v1.ListNodesResponse
-	13, // 29: bettercompute.v1.MetalService.Manage:output_type -> bettercompute.v1.VerbResponse
-	13, // 30: bettercompute.v1.MetalService.Inspect:output_type -> bettercompute.v1.VerbResponse
-	13, // 31: bettercompute.v1.MetalService.Provide:output_type -> bettercompute.v1.VerbResponse
-	13, // 32: bettercompute.v1.MetalService.Deploy:output_type -> bettercompute.v1.VerbResponse
-	13, // 33: bettercompute.v1.MetalService.Undeploy:output_type -> bettercompute.v1.VerbResponse
-	13, // 34: bettercompute.v1.MetalService.Rescue:output_type -> bettercompute.v1.VerbResponse
-	13, // 35: bettercompute.v1.MetalService.Unrescue:output_type -> bettercompute.v1.VerbResponse
-	13, // 36: bettercompute.v1.MetalService.Recover:output_type -> bettercompute.v1.VerbResponse
-	13, // 37: bettercompute.v1.MetalService.Retire:output_type -> bettercompute.v1.VerbResponse
-	13, // 38: bettercompute.v1.MetalService.Abort:output_type -> bettercompute.v1.VerbResponse
-	13, // 39: bettercompute.v1.MetalService.Power:output_type -> bettercompute.v1.VerbResponse
-	16, // 40: bettercompute.v1.CommandsService.List:output_type -> bettercompute.v1.ListCommandsResponse
-	26, // [26:41] is the sub-list for method output_type
-	11, // [11:26] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	23, // 8: bettercompute.v1.PxeDiscovery.first_seen:type_name -> google.protobuf.Timestamp
+	23, // 9: bettercompute.v1.PxeDiscovery.last_seen:type_name -> google.protobuf.Timestamp
+	15, // 10: bettercompute.v1.DiscoveredResponse.items:type_name -> bettercompute.v1.PxeDiscovery
+	3,  // 11: bettercompute.v1.ConfirmMacResponse.node:type_name -> bettercompute.v1.Node
+	23, // 12: bettercompute.v1.Command.started_at:type_name -> google.protobuf.Timestamp
+	23, // 13: bettercompute.v1.Command.finished_at:type_name -> google.protobuf.Timestamp
+	19, // 14: bettercompute.v1.ListCommandsResponse.items:type_name -> bettercompute.v1.Command
+	2,  // 15: bettercompute.v1.MetalService.Enroll:input_type -> bettercompute.v1.EnrollRequest
+	4,  // 16: bettercompute.v1.MetalService.Get:input_type -> bettercompute.v1.GetNodeRequest
+	6,  // 17: bettercompute.v1.MetalService.List:input_type -> bettercompute.v1.ListNodesRequest
+	8,  // 18: bettercompute.v1.MetalService.Manage:input_type -> bettercompute.v1.NodeVerbRequest
+	8,  // 19: bettercompute.v1.MetalService.Inspect:input_type -> bettercompute.v1.NodeVerbRequest
+	8,  // 20: bettercompute.v1.MetalService.Provide:input_type -> bettercompute.v1.NodeVerbRequest
+	9,  // 21: bettercompute.v1.MetalService.Deploy:input_type -> bettercompute.v1.DeployRequest
+	10, // 22: bettercompute.v1.MetalService.Undeploy:input_type -> bettercompute.v1.UndeployRequest
+	8,  // 23: bettercompute.v1.MetalService.Rescue:input_type -> bettercompute.v1.NodeVerbRequest
+	8,  // 24: bettercompute.v1.MetalService.Unrescue:input_type -> bettercompute.v1.NodeVerbRequest
+	8,  // 25: bettercompute.v1.MetalService.Recover:input_type -> bettercompute.v1.NodeVerbRequest
+	8,  // 26: bettercompute.v1.MetalService.Retire:input_type -> bettercompute.v1.NodeVerbRequest
+	11, // 27: bettercompute.v1.MetalService.Abort:input_type -> bettercompute.v1.AbortRequest
+	12, // 28: bettercompute.v1.MetalService.Power:input_type -> bettercompute.v1.PowerRequest
+	14, // 29: bettercompute.v1.MetalService.Discovered:input_type -> bettercompute.v1.DiscoveredRequest
+	17, // 30: bettercompute.v1.MetalService.ConfirmMac:input_type -> bettercompute.v1.ConfirmMacRequest
+	20, // 31: bettercompute.v1.CommandsService.List:input_type -> bettercompute.v1.ListCommandsRequest
+	13, // 32: bettercompute.v1.MetalService.Enroll:output_type -> bettercompute.v1.VerbResponse
+	5,  // 33: bettercompute.v1.MetalService.Get:output_type -> bettercompute.v1.GetNodeResponse
+	7,  // 34: bettercompute.v1.MetalService.List:output_type -> bettercompute.v1.ListNodesResponse
+	13, // 35: bettercompute.v1.MetalService.Manage:output_type -> bettercompute.v1.VerbResponse
+	13, // 36: bettercompute.v1.MetalService.Inspect:output_type -> bettercompute.v1.VerbResponse
+	13, // 37: bettercompute.v1.MetalService.Provide:output_type -> bettercompute.v1.VerbResponse
+	13, // 38: bettercompute.v1.MetalService.Deploy:output_type -> bettercompute.v1.VerbResponse
+	13, // 39: bettercompute.v1.MetalService.Undeploy:output_type -> bettercompute.v1.VerbResponse
+	13, // 40: bettercompute.v1.MetalService.Rescue:output_type -> bettercompute.v1.VerbResponse
+	13, // 41: bettercompute.v1.MetalService.Unrescue:output_type -> bettercompute.v1.VerbResponse
+	13, // 42: bettercompute.v1.MetalService.Recover:output_type -> bettercompute.v1.VerbResponse
+	13, // 43: bettercompute.v1.MetalService.Retire:output_type -> bettercompute.v1.VerbResponse
+	13, // 44: bettercompute.v1.MetalService.Abort:output_type -> bettercompute.v1.VerbResponse
+	13, // 45: bettercompute.v1.MetalService.Power:output_type -> bettercompute.v1.VerbResponse
+	16, // 46: bettercompute.v1.MetalService.Discovered:output_type -> bettercompute.v1.DiscoveredResponse
+	18, // 47: bettercompute.v1.MetalService.ConfirmMac:output_type -> bettercompute.v1.ConfirmMacResponse
+	21, // 48: bettercompute.v1.CommandsService.List:output_type -> bettercompute.v1.ListCommandsResponse
+	32, // [32:49] is the sub-list for method output_type
+	15, // [15:32] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_v1_metal_proto_init() }
@@ -1485,7 +1866,7 @@ func file_bettercompute_v1_metal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_metal_proto_rawDesc), len(file_bettercompute_v1_metal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -27,6 +27,8 @@ const (
 	SecretsServiceName = "bettercompute.v1.SecretsService"
 	// AgentCommandsServiceName is the fully-qualified name of the AgentCommandsService service.
 	AgentCommandsServiceName = "bettercompute.v1.AgentCommandsService"
+	// DiscoveriesServiceName is the fully-qualified name of the DiscoveriesService service.
+	DiscoveriesServiceName = "bettercompute.v1.DiscoveriesService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -46,6 +48,9 @@ const (
 	// AgentCommandsServiceReportAttemptProcedure is the fully-qualified name of the
 	// AgentCommandsService's ReportAttempt RPC.
 	AgentCommandsServiceReportAttemptProcedure = "/bettercompute.v1.AgentCommandsService/ReportAttempt"
+	// DiscoveriesServiceReportProcedure is the fully-qualified name of the DiscoveriesService's Report
+	// RPC.
+	DiscoveriesServiceReportProcedure = "/bettercompute.v1.DiscoveriesService/Report"
 )
 
 // JoinServiceClient is a client for the bettercompute.v1.JoinService service.
@@ -291,4 +296,75 @@ type UnimplementedAgentCommandsServiceHandler struct{}
 
 func (UnimplementedAgentCommandsServiceHandler) ReportAttempt(context.Context, *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.AgentCommandsService.ReportAttempt is not implemented"))
+}
+
+// DiscoveriesServiceClient is a client for the bettercompute.v1.DiscoveriesService service.
+type DiscoveriesServiceClient interface {
+	Report(context.Context, *connect.Request[v1.ReportDiscoveriesRequest]) (*connect.Response[v1.ReportDiscoveriesResponse], error)
+}
+
+// NewDiscoveriesServiceClient constructs a client for the bettercompute.v1.DiscoveriesService
+// service. By default, it uses the Connect protocol with the binary Protobuf Codec, asks for
+// gzipped responses, and sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply
+// the connect.WithGRPC() or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewDiscoveriesServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) DiscoveriesServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	discoveriesServiceMethods := v1.File_bettercompute_v1_agents_proto.Services().ByName("DiscoveriesService").Methods()
+	return &discoveriesServiceClient{
+		report: connect.NewClient[v1.ReportDiscoveriesRequest, v1.ReportDiscoveriesResponse](
+			httpClient,
+			baseURL+DiscoveriesServiceReportProcedure,
+			connect.WithSchema(discoveriesServiceMethods.ByName("Report")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// discoveriesServiceClient implements DiscoveriesServiceClient.
+type discoveriesServiceClient struct {
+	report *connect.Client[v1.ReportDiscoveriesRequest, v1.ReportDiscoveriesResponse]
+}
+
+// Report calls bettercompute.v1.DiscoveriesService.Report.
+func (c *discoveriesServiceClient) Report(ctx context.Context, req *connect.Request[v1.ReportDiscoveriesRequest]) (*connect.Response[v1.ReportDiscoveriesResponse], error) {
+	return c.report.CallUnary(ctx, req)
+}
+
+// DiscoveriesServiceHandler is an implementation of the bettercompute.v1.DiscoveriesService
+// service.
+type DiscoveriesServiceHandler interface {
+	Report(context.Context, *connect.Request[v1.ReportDiscoveriesRequest]) (*connect.Response[v1.ReportDiscoveriesResponse], error)
+}
+
+// NewDiscoveriesServiceHandler builds an HTTP handler from the service implementation. It returns
+// the path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewDiscoveriesServiceHandler(svc DiscoveriesServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	discoveriesServiceMethods := v1.File_bettercompute_v1_agents_proto.Services().ByName("DiscoveriesService").Methods()
+	discoveriesServiceReportHandler := connect.NewUnaryHandler(
+		DiscoveriesServiceReportProcedure,
+		svc.Report,
+		connect.WithSchema(discoveriesServiceMethods.ByName("Report")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/bettercompute.v1.DiscoveriesService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case DiscoveriesServiceReportProcedure:
+			discoveriesServiceReportHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedDiscoveriesServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedDiscoveriesServiceHandler struct{}
+
+func (UnimplementedDiscoveriesServiceHandler) Report(context.Context, *connect.Request[v1.ReportDiscoveriesRequest]) (*connect.Response[v1.ReportDiscoveriesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.DiscoveriesService.Report is not implemented"))
 }

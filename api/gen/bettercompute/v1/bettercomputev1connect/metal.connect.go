@@ -63,6 +63,10 @@ const (
 	MetalServiceAbortProcedure = "/bettercompute.v1.MetalService/Abort"
 	// MetalServicePowerProcedure is the fully-qualified name of the MetalService's Power RPC.
 	MetalServicePowerProcedure = "/bettercompute.v1.MetalService/Power"
+	// MetalServiceDiscoveredProcedure is the fully-qualified name of the MetalService's Discovered RPC.
+	MetalServiceDiscoveredProcedure = "/bettercompute.v1.MetalService/Discovered"
+	// MetalServiceConfirmMacProcedure is the fully-qualified name of the MetalService's ConfirmMac RPC.
+	MetalServiceConfirmMacProcedure = "/bettercompute.v1.MetalService/ConfirmMac"
 	// CommandsServiceListProcedure is the fully-qualified name of the CommandsService's List RPC.
 	CommandsServiceListProcedure = "/bettercompute.v1.CommandsService/List"
 )
@@ -83,6 +87,13 @@ type MetalServiceClient interface {
 	Retire(context.Context, *connect.Request[v1.NodeVerbRequest]) (*connect.Response[v1.VerbResponse], error)
 	Abort(context.Context, *connect.Request[v1.AbortRequest]) (*connect.Response[v1.VerbResponse], error)
 	Power(context.Context, *connect.Request[v1.PowerRequest]) (*connect.Response[v1.VerbResponse], error)
+	// Discovered lists the MACs a site's agents saw PXE-booting without a
+	// boot entry (PXE discoveries), with the node each is a candidate of.
+	Discovered(context.Context, *connect.Request[v1.DiscoveredRequest]) (*connect.Response[v1.DiscoveredResponse], error)
+	// ConfirmMac (metal.confirmMac) binds a discovered MAC to a node enrolled
+	// without one that waits for a MAC confirmation in metal.ensureRamdisk;
+	// its workflow goes on at once.
+	ConfirmMac(context.Context, *connect.Request[v1.ConfirmMacRequest]) (*connect.Response[v1.ConfirmMacResponse], error)
 }
 
 // NewMetalServiceClient constructs a client for the bettercompute.v1.MetalService service. By
@@ -180,25 +191,39 @@ func NewMetalServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(metalServiceMethods.ByName("Power")),
 			connect.WithClientOptions(opts...),
 		),
+		discovered: connect.NewClient[v1.DiscoveredRequest, v1.DiscoveredResponse](
+			httpClient,
+			baseURL+MetalServiceDiscoveredProcedure,
+			connect.WithSchema(metalServiceMethods.ByName("Discovered")),
+			connect.WithClientOptions(opts...),
+		),
+		confirmMac: connect.NewClient[v1.ConfirmMacRequest, v1.ConfirmMacResponse](
+			httpClient,
+			baseURL+MetalServiceConfirmMacProcedure,
+			connect.WithSchema(metalServiceMethods.ByName("ConfirmMac")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // metalServiceClient implements MetalServiceClient.
 type metalServiceClient struct {
-	enroll   *connect.Client[v1.EnrollRequest, v1.VerbResponse]
-	get      *connect.Client[v1.GetNodeRequest, v1.GetNodeResponse]
-	list     *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
-	manage   *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
-	inspect  *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
-	provide  *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
-	deploy   *connect.Client[v1.DeployRequest, v1.VerbResponse]
-	undeploy *connect.Client[v1.UndeployRequest, v1.VerbResponse]
-	rescue   *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
-	unrescue *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
-	recover  *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
-	retire   *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
-	abort    *connect.Client[v1.AbortRequest, v1.VerbResponse]
-	power    *connect.Client[v1.PowerRequest, v1.VerbResponse]
+	enroll     *connect.Client[v1.EnrollRequest, v1.VerbResponse]
+	get        *connect.Client[v1.GetNodeRequest, v1.GetNodeResponse]
+	list       *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
+	manage     *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
+	inspect    *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
+	provide    *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
+	deploy     *connect.Client[v1.DeployRequest, v1.VerbResponse]
+	undeploy   *connect.Client[v1.UndeployRequest, v1.VerbResponse]
+	rescue     *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
+	unrescue   *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
+	recover    *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
+	retire     *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
+	abort      *connect.Client[v1.AbortRequest, v1.VerbResponse]
+	power      *connect.Client[v1.PowerRequest, v1.VerbResponse]
+	discovered *connect.Client[v1.DiscoveredRequest, v1.DiscoveredResponse]
+	confirmMac *connect.Client[v1.ConfirmMacRequest, v1.ConfirmMacResponse]
 }
 
 // Enroll calls bettercompute.v1.MetalService.Enroll.
@@ -271,6 +296,16 @@ func (c *metalServiceClient) Power(ctx context.Context, req *connect.Request[v1.
 	return c.power.CallUnary(ctx, req)
 }
 
+// Discovered calls bettercompute.v1.MetalService.Discovered.
+func (c *metalServiceClient) Discovered(ctx context.Context, req *connect.Request[v1.DiscoveredRequest]) (*connect.Response[v1.DiscoveredResponse], error) {
+	return c.discovered.CallUnary(ctx, req)
+}
+
+// ConfirmMac calls bettercompute.v1.MetalService.ConfirmMac.
+func (c *metalServiceClient) ConfirmMac(ctx context.Context, req *connect.Request[v1.ConfirmMacRequest]) (*connect.Response[v1.ConfirmMacResponse], error) {
+	return c.confirmMac.CallUnary(ctx, req)
+}
+
 // MetalServiceHandler is an implementation of the bettercompute.v1.MetalService service.
 type MetalServiceHandler interface {
 	Enroll(context.Context, *connect.Request[v1.EnrollRequest]) (*connect.Response[v1.VerbResponse], error)
@@ -287,6 +322,13 @@ type MetalServiceHandler interface {
 	Retire(context.Context, *connect.Request[v1.NodeVerbRequest]) (*connect.Response[v1.VerbResponse], error)
 	Abort(context.Context, *connect.Request[v1.AbortRequest]) (*connect.Response[v1.VerbResponse], error)
 	Power(context.Context, *connect.Request[v1.PowerRequest]) (*connect.Response[v1.VerbResponse], error)
+	// Discovered lists the MACs a site's agents saw PXE-booting without a
+	// boot entry (PXE discoveries), with the node each is a candidate of.
+	Discovered(context.Context, *connect.Request[v1.DiscoveredRequest]) (*connect.Response[v1.DiscoveredResponse], error)
+	// ConfirmMac (metal.confirmMac) binds a discovered MAC to a node enrolled
+	// without one that waits for a MAC confirmation in metal.ensureRamdisk;
+	// its workflow goes on at once.
+	ConfirmMac(context.Context, *connect.Request[v1.ConfirmMacRequest]) (*connect.Response[v1.ConfirmMacResponse], error)
 }
 
 // NewMetalServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -380,6 +422,18 @@ func NewMetalServiceHandler(svc MetalServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(metalServiceMethods.ByName("Power")),
 		connect.WithHandlerOptions(opts...),
 	)
+	metalServiceDiscoveredHandler := connect.NewUnaryHandler(
+		MetalServiceDiscoveredProcedure,
+		svc.Discovered,
+		connect.WithSchema(metalServiceMethods.ByName("Discovered")),
+		connect.WithHandlerOptions(opts...),
+	)
+	metalServiceConfirmMacHandler := connect.NewUnaryHandler(
+		MetalServiceConfirmMacProcedure,
+		svc.ConfirmMac,
+		connect.WithSchema(metalServiceMethods.ByName("ConfirmMac")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.v1.MetalService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case MetalServiceEnrollProcedure:
@@ -410,6 +464,10 @@ func NewMetalServiceHandler(svc MetalServiceHandler, opts ...connect.HandlerOpti
 			metalServiceAbortHandler.ServeHTTP(w, r)
 		case MetalServicePowerProcedure:
 			metalServicePowerHandler.ServeHTTP(w, r)
+		case MetalServiceDiscoveredProcedure:
+			metalServiceDiscoveredHandler.ServeHTTP(w, r)
+		case MetalServiceConfirmMacProcedure:
+			metalServiceConfirmMacHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -473,6 +531,14 @@ func (UnimplementedMetalServiceHandler) Abort(context.Context, *connect.Request[
 
 func (UnimplementedMetalServiceHandler) Power(context.Context, *connect.Request[v1.PowerRequest]) (*connect.Response[v1.VerbResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.MetalService.Power is not implemented"))
+}
+
+func (UnimplementedMetalServiceHandler) Discovered(context.Context, *connect.Request[v1.DiscoveredRequest]) (*connect.Response[v1.DiscoveredResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.MetalService.Discovered is not implemented"))
+}
+
+func (UnimplementedMetalServiceHandler) ConfirmMac(context.Context, *connect.Request[v1.ConfirmMacRequest]) (*connect.Response[v1.ConfirmMacResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.MetalService.ConfirmMac is not implemented"))
 }
 
 // CommandsServiceClient is a client for the bettercompute.v1.CommandsService service.
