@@ -71,6 +71,8 @@ func metalCommand() *cli.Command {
 			nodeVerb("recover", "bring a failed node back (to cleaning or manageable)", bettercomputev1connect.MetalServiceRecoverProcedure),
 			nodeVerb("retire", "crypto-erase, power off and revoke a node for good", bettercomputev1connect.MetalServiceRetireProcedure),
 			waitCommand(),
+			discoveredCommand(),
+			confirmMacCommand(),
 		},
 	}
 }
@@ -253,7 +255,7 @@ func showVerb(s *session, raw []byte) error {
 }
 
 func showNode(s *session, raw []byte) error {
-	return showColumns(s, raw, &v1.GetNodeResponse{}, "node", nodeColumns("lastError"))
+	return showColumns(s, raw, &v1.GetNodeResponse{}, "node", nodeColumns("lastError", "waitingFor", "macCandidate"))
 }
 
 func showNodes(s *session, raw []byte) error {
