@@ -58,6 +58,9 @@ type Table struct {
 	entries     map[string]kinds.BootEntry // by node id
 	byMAC       map[string]string          // MAC → node id
 	discoveries map[string]Discovery       // by MAC
+	// changed holds a token after a discovery was recorded, until the
+	// reporter takes it: many sightings while it reports wake it once.
+	changed chan struct{}
 }
 
 // Open loads the table persisted at path, or starts an empty one.
@@ -65,7 +68,7 @@ func Open(path string, log *slog.Logger) (*Table, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Table{path: path, log: log, now: time.Now,
+	t := &Table{path: path, log: log, now: time.Now, changed: make(chan struct{}, 1),
 		entries: map[string]kinds.BootEntry{}, byMAC: map[string]string{}, discoveries: map[string]Discovery{}}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -170,8 +173,16 @@ func (t *Table) Discovered(seen Discovery) error {
 		d.Arch = seen.Arch
 	}
 	t.discoveries[seen.MAC] = d
+	select {
+	case t.changed <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 	return t.saveLocked()
 }
+
+// DiscoveriesChanged receives after a discovery was recorded (once for
+// any number of them until it is read).
+func (t *Table) DiscoveriesChanged() <-chan struct{} { return t.changed }
 
 // evictLocked makes room for one more discovery.
 func (t *Table) evictLocked() {

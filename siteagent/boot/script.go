@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
@@ -90,8 +91,8 @@ func plainWord(s string) bool {
 	return true
 }
 
-// Handler serves GET /ipxe?mac=… (the machine's script; an unknown MAC is
-// recorded as a discovery) and GET /ramdisk/{vmlinuz,initrd.img} from
+// Handler serves GET /ipxe?mac=…[&uuid=…] (the machine's script; an unknown
+// MAC is recorded as a discovery, with the UUID when given) and GET /ramdisk/{vmlinuz,initrd.img} from
 // ramdiskDir.
 func (t *Table) Handler(p Params, ramdiskDir string) http.Handler {
 	mux := http.NewServeMux()
@@ -110,7 +111,7 @@ func (t *Table) serveScript(w http.ResponseWriter, r *http.Request, p Params) {
 	w.Header().Set("Cache-Control", "no-store")
 	e, ok := t.Lookup(mac)
 	if !ok {
-		if err := t.Discovered(Discovery{MAC: mac}); err != nil {
+		if err := t.Discovered(Discovery{MAC: mac, ClientUUID: queryUUID(r)}); err != nil {
 			t.log.Error("cannot record a PXE discovery", "mac", mac, "err", err)
 		}
 		t.log.Info("unknown MAC PXE-booted; told to boot locally", "mac", mac)
@@ -147,4 +148,23 @@ func serveRamdisk(w http.ResponseWriter, r *http.Request, dir string) {
 		return
 	}
 	http.ServeContent(w, r, name, st.ModTime(), f)
+}
+
+// queryUUID is the uuid parameter of a script request, lowercase: the
+// machine's UUID, as DHCP option 97 carries it, for a DHCP server that
+// chains iPXE to /ipxe?mac=${net0/mac}&uuid=${uuid} when this agent runs
+// no proxy DHCP (and for the emulated rack). Anything but a UUID is
+// ignored: the machine still gets its script.
+func queryUUID(r *http.Request) string {
+	u := strings.ToLower(r.URL.Query().Get("uuid"))
+	if len(u) != 36 {
+		return ""
+	}
+	for i, c := range u {
+		dash := i == 8 || i == 13 || i == 18 || i == 23
+		if dash != (c == '-') || !dash && !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return ""
+		}
+	}
+	return u
 }
