@@ -96,6 +96,10 @@ type Agent struct {
 	// stopRenewal ends the renewal loop; renewalDone closes when it has.
 	stopRenewal context.CancelFunc
 	renewalDone chan struct{}
+	// stopReporting ends the PXE discovery reporter; reportingDone closes
+	// when it has.
+	stopReporting context.CancelFunc
+	reportingDone chan struct{}
 
 	bootURL, relayURL string
 	servers           []*http.Server
@@ -162,6 +166,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.startRenewal()
+	a.startReporting()
 	if !cfg.DisableWorker {
 		if err := a.startWorker(); err != nil {
 			a.Stop()
@@ -262,6 +267,10 @@ func (a *Agent) Stop() {
 		if a.stopRenewal != nil {
 			a.stopRenewal()
 			<-a.renewalDone
+		}
+		if a.stopReporting != nil {
+			a.stopReporting()
+			<-a.reportingDone
 		}
 		if a.cancelServe != nil {
 			a.cancelServe()

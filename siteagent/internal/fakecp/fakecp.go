@@ -1,7 +1,8 @@
 // Package fakecp owns a fake control plane for the site agent's tests: a
 // real TLS server (certificate from a real project CA) serving the
-// JoinService (Join and Renew) and SecretsService over Connect, counting
-// calls and noting which client certificate callers present.
+// JoinService (Join and Renew), SecretsService and DiscoveriesService over
+// Connect, counting calls and noting which client certificate callers
+// present.
 package fakecp
 
 import (
@@ -44,6 +45,8 @@ type CP struct {
 	RefuseRenew atomic.Bool
 	// Secrets are the values SecretsService resolves, by reference.
 	Secrets map[string]map[string]string
+	// Discoveries are the PXE discoveries site agents reported.
+	Discoveries *Discoveries
 
 	mu       sync.Mutex
 	lastJoin *v1.JoinRequest
@@ -64,6 +67,9 @@ func Start(t testing.TB) *CP {
 	mux := http.NewServeMux()
 	mux.Handle(bettercomputev1connect.NewJoinServiceHandler(cp))
 	path, h := bettercomputev1connect.NewSecretsServiceHandler(cp)
+	mux.Handle(path, cp.requireSite(h))
+	cp.Discoveries = &Discoveries{}
+	path, h = bettercomputev1connect.NewDiscoveriesServiceHandler(cp.Discoveries)
 	mux.Handle(path, cp.requireSite(h))
 	cp.Srv = httptest.NewUnstartedServer(cp.notePeer(mux))
 	cp.Srv.TLS = cp.ServerTLS(t, tls.VerifyClientCertIfGiven)
