@@ -29,7 +29,7 @@ func (m *machine) onBoot(dev bmc.BootDevice) {
 		m.bootOS(false)
 		return
 	}
-	s, err := fetchScript(m.rack.ctx, m.rack.client, m.rack.cfg.BootURL, m.id.MACs[0])
+	s, err := fetchScript(m.rack.ctx, m.rack.client, m.rack.cfg.BootURL, m.id.MACs[0], m.id.UUID)
 	if err != nil {
 		m.log.Warn("emulate: PXE boot failed; booting from disk", "err", err)
 		m.setError(err.Error())

@@ -35,6 +35,10 @@ type Config struct {
 	Username        string // the BMCs' login; "admin" when empty
 	Password        string // the BMCs' password (never printed)
 	MockupDir       string // optional DMTF Redfish mockup for the BMCs
+	// BMCsHideMACs makes every machine's BMC report no MAC, as an IPMI BMC:
+	// such a machine is enrolled by its product UUID, and PXE discovery
+	// finds its MAC.
+	BMCsHideMACs bool
 	Logger          *slog.Logger
 	// BMCLogger and RamdiskLogger get the BMCs' and the ramdisks' logs
 	// apart from the rack's own (nil: Logger).

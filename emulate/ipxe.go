@@ -27,9 +27,12 @@ func (s script) bootURL() string {
 	return u.Scheme + "://" + u.Host
 }
 
-// fetchScript does what iPXE does after DHCP: GET <bootURL>/ipxe?mac=<mac>.
-func fetchScript(ctx context.Context, client *http.Client, bootURL, mac string) (script, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(bootURL, "/")+"/ipxe?mac="+url.QueryEscape(mac), nil)
+// fetchScript does what iPXE does after DHCP: GET
+// <bootURL>/ipxe?mac=<mac>&uuid=<uuid>, the machine's UUID standing for the
+// DHCP option 97 a real one sends, which the site records for an unknown MAC.
+func fetchScript(ctx context.Context, client *http.Client, bootURL, mac, uuid string) (script, error) {
+	q := url.Values{"mac": {mac}, "uuid": {uuid}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(bootURL, "/")+"/ipxe?"+q.Encode(), nil)
 	if err != nil {
 		return script{}, errs.Invalid("bootUrl", "%q is not a URL: %v", bootURL, err)
 	}

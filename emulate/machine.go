@@ -63,7 +63,7 @@ func (r *Rack) newMachine(i int) (*machine, error) {
 		return nil, err
 	}
 	m.bmc, err = redfishbmc.New(redfishbmc.Config{Username: r.cfg.Username, Password: r.cfg.Password, UUID: m.id.UUID,
-		MACs: m.id.MACs, MockupDir: r.cfg.MockupDir, CPUs: 1, CPUThreads: 4, MemoryBytes: 8 << 30,
+		MACs: m.id.MACs, HideNICs: r.cfg.BMCsHideMACs, MockupDir: r.cfg.MockupDir, CPUs: 1, CPUThreads: 4, MemoryBytes: 8 << 30,
 		OnBoot: m.onBoot, Logger: r.cfg.BMCLogger.With("machine", name)})
 	if err != nil {
 		return nil, err

@@ -79,7 +79,7 @@ func (b *BMC) adoptSystem(dir string) error {
 	if v := stringList(dig(sys, "Boot", "BootSourceOverrideTarget@Redfish.AllowableValues")); v != nil {
 		b.bootTargets = v
 	}
-	if len(b.cfg.MACs) > 0 {
+	if len(b.cfg.MACs) > 0 || b.cfg.HideNICs {
 		b.rewriteNICs(odataID(sys["EthernetInterfaces"]))
 	}
 	return nil
@@ -101,8 +101,9 @@ func (b *BMC) rewriteNICs(collPath string) {
 	if len(old) > 0 {
 		template = b.tree[old[0]]
 	}
-	members := make([]any, len(b.cfg.MACs))
-	for i, mac := range b.cfg.MACs {
+	macs := b.cfg.reportedMACs()
+	members := make([]any, len(macs))
+	for i, mac := range macs {
 		p := collPath + "/" + strings.ToUpper(strings.ReplaceAll(mac, ":", ""))
 		nic := map[string]any{}
 		for k, v := range template {

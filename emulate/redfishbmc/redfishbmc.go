@@ -29,6 +29,9 @@ type Config struct {
 	UUID   string   // the machine's SMBIOS UUID; random when empty
 	Serial string   // the machine's serial number; derived from the UUID when empty
 	MACs   []string // the machine's NIC MACs, in order
+	// HideNICs makes the BMC report no NIC (an empty EthernetInterfaces
+	// collection), as an IPMI BMC that cannot tell the machine's MACs.
+	HideNICs bool
 
 	// MockupDir, when set, is a DMTF Redfish mockup directory (index.json per
 	// resource path) to seed the tree from; the system's UUID, serial and NIC

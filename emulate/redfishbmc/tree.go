@@ -52,8 +52,8 @@ func (b *BMC) buildTree() {
 		"SessionService": link(sessionServicePath), "Links": map[string]any{"Sessions": link(defaultSessions)},
 	}
 	t[systemsPath] = collection(systemsPath, "ComputerSystemCollection", "Computer System Collection", sys)
-	nics := make([]string, len(c.MACs))
-	for i, mac := range c.MACs {
+	nics := make([]string, len(c.reportedMACs()))
+	for i, mac := range c.reportedMACs() {
 		nics[i] = fmt.Sprintf("%s/EthernetInterfaces/%d", sys, i+1)
 		t[nics[i]] = map[string]any{
 			"@odata.id": nics[i], "@odata.type": "#EthernetInterface.v1_9_0.EthernetInterface",
@@ -94,4 +94,12 @@ func (b *BMC) buildTree() {
 		"Sessions": link(defaultSessions),
 	}
 	b.tree = t
+}
+
+// reportedMACs are the MACs the BMC tells: none when it hides its NICs.
+func (c Config) reportedMACs() []string {
+	if c.HideNICs {
+		return nil
+	}
+	return c.MACs
 }
