@@ -39,7 +39,7 @@ type Config struct {
 	// such a machine is enrolled by its product UUID, and PXE discovery
 	// finds its MAC.
 	BMCsHideMACs bool
-	Logger          *slog.Logger
+	Logger       *slog.Logger
 	// BMCLogger and RamdiskLogger get the BMCs' and the ramdisks' logs
 	// apart from the rack's own (nil: Logger).
 	BMCLogger, RamdiskLogger *slog.Logger
