@@ -26,6 +26,7 @@ var codes = map[errs.Kind]connect.Code{
 	errs.Unsupported:      connect.CodeUnimplemented,
 	errs.UnverifiedWipe:   connect.CodeFailedPrecondition,
 	errs.DriverError:      connect.CodeUnavailable,
+	errs.BootStalled:      connect.CodeFailedPrecondition,
 	errs.Unauthenticated:  connect.CodeUnauthenticated,
 	errs.PermissionDenied: connect.CodePermissionDenied,
 	errs.AlreadyExists:    connect.CodeAlreadyExists,

@@ -42,6 +42,9 @@ type Config struct {
 	// Listeners; the defaults are the control plane's. Tests use 127.0.0.1:0.
 	Listen, TemporalListen, UIListen, AgentsListen string
 	ImageSize                                      int64 // bytes of the demo OS image (default 64 MiB)
+	// BootStall is the site agent's bound on a ramdisk boot that shows no
+	// progress (siteagent.Config.BootStall).
+	BootStall time.Duration
 }
 
 // DefaultDataDir is where the demo keeps its state.

@@ -39,7 +39,7 @@ func (d *Demo) register(ctx context.Context) error {
 	d.say("site %s created; starting its site agent", d.SiteID)
 	d.Agent, err = siteagent.Start(ctx, siteagent.Config{ControlPlaneURL: d.CP.AgentsURL(), CAFile: d.CP.CAFile(),
 		TokenFile: tokenFile, DataDir: filepath.Join(d.cfg.DataDir, "site-agent"), BootListen: "127.0.0.1:0",
-		RelayListen: "127.0.0.1:0", Drivers: Drivers(), Logger: d.cfg.SiteLogger})
+		RelayListen: "127.0.0.1:0", Drivers: Drivers(), BootStall: d.cfg.BootStall, Logger: d.cfg.SiteLogger})
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,11 @@ func (m *machine) onBoot(dev bmc.BootDevice) {
 		m.bootOS(false)
 		return
 	}
+	if m.unplugged.Load() {
+		m.log.Info("emulate: PXE finds no link (NIC unplugged); booting from disk")
+		m.bootOS(false)
+		return
+	}
 	s, err := fetchScript(m.rack.ctx, m.rack.client, m.rack.cfg.BootURL, m.id.MACs[0], m.id.UUID)
 	if err != nil {
 		m.log.Warn("emulate: PXE boot failed; booting from disk", "err", err)

@@ -173,6 +173,18 @@ func (r *Rack) InjectWipeFault(name string) error {
 // ClearWipeFault clears what InjectWipeFault did.
 func (r *Rack) ClearWipeFault(name string) error { return r.setFault(name, disk.Fault{}) }
 
+// UnplugNIC takes the machine's network link down (or up again): a PXE
+// boot then finds no network, as with a pulled cable, and the machine boots
+// from its disk.
+func (r *Rack) UnplugNIC(name string, unplugged bool) error {
+	m, err := r.machine(name)
+	if err != nil {
+		return err
+	}
+	m.unplugged.Store(unplugged)
+	return nil
+}
+
 func (r *Rack) setFault(name string, f disk.Fault) error {
 	m, err := r.machine(name)
 	if err != nil {

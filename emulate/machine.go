@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/better-compute/better-compute/bmc"
@@ -39,7 +40,8 @@ type machine struct {
 	bmc   *redfishbmc.BMC
 	log   *slog.Logger
 
-	bootMu sync.Mutex // serializes boots and power-offs
+	bootMu    sync.Mutex  // serializes boots and power-offs
+	unplugged atomic.Bool // the NIC's link is down: PXE finds no network
 
 	mu      sync.Mutex
 	st      MachineState

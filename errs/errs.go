@@ -22,6 +22,7 @@ const (
 	Unsupported      Kind = "UNSUPPORTED"       // the feature or hardware cannot do this (yet)
 	UnverifiedWipe   Kind = "UNVERIFIED_WIPE"   // a release's wipe was not attested by the machine
 	DriverError      Kind = "DRIVER_ERROR"      // a BMC, disk or peer answered badly
+	BootStalled      Kind = "BOOT_STALLED"      // a machine's ramdisk boot made no progress; the message says where it stopped
 	Unauthenticated  Kind = "UNAUTHENTICATED"   // no credential, or a wrong one
 	PermissionDenied Kind = "PERMISSION_DENIED" // the credential may not do this
 	AlreadyExists    Kind = "ALREADY_EXISTS"    // a unique name or id is taken
@@ -32,7 +33,7 @@ const (
 
 // Kinds lists every kind, in the order above.
 func Kinds() []Kind {
-	return []Kind{NotFound, InvalidInput, InvalidState, Unsupported, UnverifiedWipe, DriverError,
+	return []Kind{NotFound, InvalidInput, InvalidState, Unsupported, UnverifiedWipe, DriverError, BootStalled,
 		Unauthenticated, PermissionDenied, AlreadyExists, ForbiddenTarget, Unavailable, Internal}
 }
 

@@ -68,7 +68,7 @@ func TestFromCode(t *testing.T) {
 
 func TestFinalKinds(t *testing.T) {
 	t.Parallel()
-	want := []string{"NOT_FOUND", "INVALID_INPUT", "INVALID_STATE", "UNSUPPORTED", "UNVERIFIED_WIPE",
+	want := []string{"NOT_FOUND", "INVALID_INPUT", "INVALID_STATE", "UNSUPPORTED", "UNVERIFIED_WIPE", "BOOT_STALLED",
 		"UNAUTHENTICATED", "PERMISSION_DENIED", "ALREADY_EXISTS", "forbidden-target"}
 	if diff := cmp.Diff(want, FinalKinds()); diff != "" {
 		t.Errorf("FinalKinds() (-want +got):\n%s", diff)

@@ -48,6 +48,10 @@ type Config struct {
 	BootListen      string // plain HTTP for iPXE: scripts, ramdisk files, image cache
 	RelayListen     string // HTTPS with mTLS for ramdisks
 	RamdiskDir      string // vmlinuz and initrd.img to serve; optional
+	// BootStall is how long a ramdisk boot may show no progress before the
+	// command waiting for it fails with BOOT_STALLED (site.DefaultBootStall
+	// when zero).
+	BootStall time.Duration
 	// PXE is network boot: proxy DHCP and TFTP for iPXE on the
 	// provisioning interface; off when PXE.Interface is "". Its address is
 	// the advertised host unless AdvertiseHost is set.
@@ -244,13 +248,15 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 		return err
 	}
 	a.cp = cp
-	if a.relay, err = relay.New(relay.Config{TrustDomain: id.trustDomain, Join: joinProxy(cp, a.cfg.ControlPlaneURL), Logger: a.log}); err != nil {
+	joined := func(node string) { a.boot.Mark(node, boot.MilestoneJoined, "") }
+	if a.relay, err = relay.New(relay.Config{TrustDomain: id.trustDomain, Join: joinProxy(cp, a.cfg.ControlPlaneURL),
+		Seen: joined, Logger: a.log}); err != nil {
 		return err
 	}
 	a.attempts = site.NewAttemptsClient(cp, a.cfg.ControlPlaneURL)
 	a.acts = &site.Activities{
 		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv,
-		Boot: a.boot, Cache: a.cache, Relay: a.relay, Logger: a.log,
+		Boot: a.boot, Cache: a.cache, Relay: a.relay, BootStall: a.cfg.BootStall, Logger: a.log,
 	}
 	return nil
 }

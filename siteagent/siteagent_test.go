@@ -59,7 +59,7 @@ func TestFirstStartJoinsAndRestartDoesNot(t *testing.T) {
 	}
 	sum := sha256.Sum256(cp.CA.Certificate().Raw)
 	status, body := call(t, http.DefaultClient, http.MethodGet, b.BootURL()+"/ipxe?mac=52-54-00-AA-00-01", nil)
-	want := "kernel " + b.BootURL() + "/ramdisk/vmlinuz initrd=initrd.img bc.site=" + b.RelayURL() +
+	want := "kernel " + b.BootURL() + "/ramdisk/" + nodeA + "/vmlinuz initrd=initrd.img bc.site=" + b.RelayURL() +
 		" bc.node=" + nodeA + " bc.token=bcdisc_abc bc.ca=" + hex.EncodeToString(sum[:]) + " bc.boot=" + b.BootURL() + " BOOTIF=01-${netX/mac:hexhyp} console=ttyS0\n"
 	if status != 200 || !strings.Contains(string(body), want) {
 		t.Errorf("GET /ipxe after restart = %d %q, want a script with %q", status, body, want)

@@ -105,12 +105,6 @@ func (d *deployer) deployImage(i int, s ProfileStep) error {
 	if err := d.send(kinds.CacheEnsureImage, "site", cacheTimeout, img, &cached); err != nil {
 		return err
 	}
-	if !d.ramdiskUp {
-		if err := d.bootRamdisk(); err != nil {
-			return err
-		}
-		d.ramdiskUp = true
-	}
 	var out kinds.DeployImageOutput
 	in := kinds.DeployImageInput{ImageID: img.ImageID, Path: cached.Path, Digest: img.Digest,
 		Compression: img.Compression, Format: str(s.With, "format"), Size: img.Size, Disk: str(s.With, "disk"),
@@ -118,7 +112,18 @@ func (d *deployer) deployImage(i int, s ProfileStep) error {
 	if in.Format == "" {
 		in.Format = "raw"
 	}
-	if _, err := d.ramdisk(kinds.DeployImage, deployTimeout, in, &out); err != nil {
+	write := func() error {
+		_, err := d.ramdisk(kinds.DeployImage, deployTimeout, in, &out)
+		return err
+	}
+	var err error
+	if d.ramdiskUp {
+		err = write()
+	} else {
+		err = d.withRamdisk(write)
+		d.ramdiskUp = err == nil
+	}
+	if err != nil {
 		return err
 	}
 	d.disk = out.Disk

@@ -33,6 +33,7 @@ type fake struct {
 	disks       []string // what the ramdisk's inventory reports
 	profile     wf.Profile
 	fail        map[string]error // activity name → error it returns
+	failTimes   map[string]int   // activity name → how many of its calls fail with fail[name] (0: all)
 	calls       []string         // activity names in order, commands bookkeeping aside
 	transitions []wf.TransitionInput
 	power       []string                // power.setPower actions in order
@@ -71,6 +72,13 @@ func (f *fake) hit(name string, in any) error {
 	}
 	f.inputs[name] = append(f.inputs[name], in)
 	hook, err := f.hooks[name], f.fail[name]
+	if n, limited := f.failTimes[name]; limited && err != nil {
+		if n == 0 {
+			err = nil
+		} else {
+			f.failTimes[name] = n - 1
+		}
+	}
 	f.mu.Unlock()
 	if hook != nil {
 		hook(in)

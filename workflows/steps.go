@@ -2,8 +2,11 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/better-compute/better-compute/bmc"
@@ -64,11 +67,44 @@ func (r *run) bootRamdisk() error {
 
 // startRamdisk boots the ramdisk and has it report the machine's disks,
 // which every later wipe must cover.
-func (r *run) startRamdisk() error {
-	if err := r.bootRamdisk(); err != nil {
-		return err
+func (r *run) startRamdisk() error { return r.withRamdisk(r.refreshInventory) }
+
+// maxBoots bounds the ramdisk boots tried when they stall.
+const maxBoots = 3
+
+// withRamdisk boots the ramdisk and runs first, its first command. A boot
+// the site agent saw stall (BOOT_STALLED: no PXE request, no script, no
+// kernel, no join within its bound) is set up and power-cycled again, up to
+// maxBoots boots; then the verb fails with where the last boot stopped and
+// what to check.
+func (r *run) withRamdisk(first func() error) error {
+	for boot := 1; ; boot++ {
+		if err := r.bootRamdisk(); err != nil {
+			return err
+		}
+		err := first()
+		if kindOf(err) != errs.BootStalled {
+			return err
+		}
+		if boot == maxBoots {
+			return errs.New(errs.BootStalled, "%d ramdisk boots stalled; the last: %s", boot, appMessage(err))
+		}
+		workflow.GetLogger(r.ctx).Warn("ramdisk boot stalled; booting it again", "node", r.in.NodeID, "boot", boot, "err", err)
 	}
-	return r.refreshInventory()
+}
+
+// appMessage is what the application error in err (an activity's failure)
+// says, without Temporal's wrapping and the kind in front.
+func appMessage(err error) string {
+	msg := err.Error()
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		msg = app.Message()
+	}
+	if _, rest, ok := strings.Cut(msg, string(kindOf(err))+": "); ok {
+		return rest
+	}
+	return msg
 }
 
 // bootLocal makes later boots go to the local disk.

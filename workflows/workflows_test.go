@@ -104,6 +104,11 @@ func unverified(format string, args ...any) error {
 	return errs.New(errs.UnverifiedWipe, format, args...)
 }
 
+// ramdiskBoot is what setting up one ramdisk boot calls, up to its first
+// command (here inventory.refresh).
+var ramdiskBoot = []string{wf.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower,
+	kinds.InventoryRefresh}
+
 func TestVerbOutcomes(t *testing.T) {
 	cases := []struct {
 		name      string
@@ -128,6 +133,23 @@ func TestVerbOutcomes(t *testing.T) {
 		{name: "wipe none without allowUnverifiedRelease is refused before anything moves", agent: "bcd", state: nodestate.Deployed,
 			verb: wf.Undeploy, in: wf.Input{Wipe: "none"}, wantKind: errs.UnverifiedWipe, wantMsg: "allowUnverifiedRelease",
 			wantState: nodestate.Deployed, wantCalls: []string{wf.ActGetNode}},
+		{name: "a ramdisk boot that stalls is tried again", agent: "bcd", state: nodestate.Manageable, verb: wf.Provide,
+			edit: func(f *fake) {
+				f.fail[kinds.InventoryRefresh] = errs.New(errs.BootStalled, "stopped at \"armed\"")
+				f.failTimes = map[string]int{kinds.InventoryRefresh: 2}
+			},
+			wantState: nodestate.Ready,
+			wantCalls: append(append(append([]string{wf.ActGetNode, wf.ActTransition}, ramdiskBoot...), ramdiskBoot...),
+				append(ramdiskBoot, wf.ActRecordFacts, kinds.DiskWipe, wf.ActVerifyWipe, kinds.PowerSetPower,
+					kinds.BootClearEntry, wf.ActTransition)...)},
+		{name: "a ramdisk boot that stalls every time fails saying where", agent: "bcd", state: nodestate.Manageable, verb: wf.Provide,
+			edit: func(f *fake) {
+				f.fail[kinds.InventoryRefresh] = errs.New(errs.BootStalled, "stopped at \"armed\": check its boot order")
+			},
+			wantKind: errs.BootStalled, wantMsg: "3 ramdisk boots stalled; the last: stopped at \"armed\": check its boot order",
+			wantState: nodestate.Failed, failedFrom: nodestate.Cleaning,
+			wantCalls: append(append(append([]string{wf.ActGetNode, wf.ActTransition}, ramdiskBoot...), ramdiskBoot...),
+				append(ramdiskBoot, wf.ActTransition)...)},
 		{name: "inspect from ready wipes before ready", agent: "bcd", state: nodestate.Ready, verb: wf.Inspect,
 			wantState: nodestate.Ready,
 			wantCalls: []string{wf.ActGetNode, wf.ActTransition, kinds.BMCInspect, wf.ActRecordFacts, wf.ActIssueDiscovery,

@@ -85,10 +85,17 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 	last.Store(&kinds.Progress{CommandID: cmd.ID})
 	stop := heartbeatLoop(ctx, last)
 	defer stop()
-	res, err := a.Relay.Run(ctx, cmd, func(p kinds.Progress) {
+	rctx, stalled := context.WithCancelCause(ctx)
+	defer stalled(nil)
+	go a.watchBoot(rctx, cmd.NodeID, stalled)
+	res, err := a.Relay.Run(rctx, cmd, func(p kinds.Progress) {
 		last.Store(&p)
 		activity.RecordHeartbeat(ctx, p)
 	})
+	if cause := context.Cause(rctx); err != nil && errs.Is(cause, errs.BootStalled) {
+		a.log().WarnContext(ctx, "ramdisk boot stalled", "node", cmd.NodeID, "kind", cmd.Kind, "err", cause)
+		return kinds.Result{}, toTemporal(withOp(cause, name))
+	}
 	if err != nil {
 		return kinds.Result{}, toTemporal(withOp(err, name))
 	}
@@ -101,6 +108,31 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 	}
 	a.log().InfoContext(ctx, "ramdisk command done", "node", cmd.NodeID, "kind", cmd.Kind, "command", cmd.ID)
 	return res, nil
+}
+
+// watchBoot ends a command that waits for the node's ramdisk when that
+// ramdisk's boot stalls (see BootTable.Stalled), until ctx ends.
+func (a *Activities) watchBoot(ctx context.Context, nodeID string, stalled context.CancelCauseFunc) {
+	if a.Boot == nil {
+		return
+	}
+	after := a.BootStall
+	if after <= 0 {
+		after = DefaultBootStall
+	}
+	t := time.NewTicker(min(time.Second, after/4))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.Boot.Stalled(nodeID, after); err != nil {
+				stalled(err)
+				return
+			}
+		}
+	}
 }
 
 // heartbeatLoop heartbeats the last progress every heartbeatEvery until

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -32,6 +33,11 @@ type BootTable interface {
 	SetEntry(e kinds.BootEntry) error
 	// ClearEntry forgets the node's entry; nothing if there is none.
 	ClearEntry(nodeID string) error
+	// Stalled returns BOOT_STALLED, naming where the node's ramdisk boot
+	// stopped and what to check, when that boot has shown no progress for
+	// longer than after; nil while it progresses, once its ramdisk joined,
+	// or when the agent follows no boot of the node.
+	Stalled(nodeID string, after time.Duration) error
 }
 
 // ImageCache is the site's content-addressed image cache (siteagent/cache).
@@ -63,8 +69,15 @@ type Activities struct {
 	Boot      BootTable
 	Cache     ImageCache
 	Relay     Relay
+	// BootStall is how long a ramdisk boot may show no new milestone (PXE
+	// answer, script, kernel, initramfs, relay) before a command waiting for
+	// its ramdisk fails with BOOT_STALLED; DefaultBootStall when zero.
+	BootStall time.Duration
 	Logger    *slog.Logger
 }
+
+// DefaultBootStall leaves a server's firmware time to power on and POST.
+const DefaultBootStall = 5 * time.Minute
 
 // Register registers every site kind and every relayed ramdisk kind under
 // its name.

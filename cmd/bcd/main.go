@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -67,6 +68,8 @@ func app() *cli.App {
 					&cli.StringFlag{Name: "boot-listen", Value: ":8080", Usage: "plain HTTP for iPXE and the image cache"},
 					&cli.StringFlag{Name: "relay-listen", Value: ":8443", Usage: "HTTPS (mTLS) for ramdisks"},
 					&cli.StringFlag{Name: "ramdisk-dir", Usage: "vmlinuz and initrd.img to serve"},
+					&cli.DurationFlag{Name: "boot-stall", Value: 5 * time.Minute,
+						Usage: "a ramdisk boot showing no progress this long fails with BOOT_STALLED and is power-cycled again"},
 					&cli.StringFlag{Name: "advertise-host", Usage: "the host machines reach this agent at (default: the --pxe-interface address, else the listeners')"},
 					&cli.StringFlag{Name: "pxe-interface", Usage: "serve proxy DHCP (67, 4011) and TFTP (69) for iPXE on this provisioning interface; off when empty"},
 					&cli.StringFlag{Name: "pxe-server-addr", Usage: "this agent's IPv4 address on --pxe-interface (default: its first)"},
@@ -78,7 +81,7 @@ func app() *cli.App {
 					return siteagent.Run(c.Context, siteagent.Config{ControlPlaneURL: c.String("control-plane"),
 						CAFile: c.String("ca-file"), TokenFile: c.String("token-file"), DataDir: c.String("data-dir"),
 						BootListen: c.String("boot-listen"), RelayListen: c.String("relay-listen"),
-						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"),
+						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"), BootStall: c.Duration("boot-stall"),
 						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
 							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
 						Drivers: drivers(), Logger: logger(c.String("log-level"))})

@@ -58,6 +58,7 @@ type Table struct {
 	entries     map[string]kinds.BootEntry // by node id
 	byMAC       map[string]string          // MAC → node id
 	discoveries map[string]Discovery       // by MAC
+	trails      trails                     // ramdisk boots in progress, by node (not persisted)
 	// changed holds a token after a discovery was recorded, until the
 	// reporter takes it: many sightings while it reports wake it once.
 	changed chan struct{}
@@ -115,6 +116,7 @@ func (t *Table) SetEntry(e kinds.BootEntry) error {
 		t.byMAC[m] = e.NodeID
 	}
 	t.entries[e.NodeID] = e
+	t.followLocked(e.NodeID, &e)
 	return t.saveLocked()
 }
 
@@ -129,6 +131,7 @@ func (t *Table) ClearEntry(nodeID string) error {
 		return nil
 	}
 	t.removeLocked(nodeID)
+	t.followLocked(nodeID, nil)
 	return t.saveLocked()
 }
 

@@ -43,8 +43,8 @@ func TestScripts(t *testing.T) {
 	defer srv.Close()
 
 	ramdisk := "#!ipxe\necho better-compute: booting the ramdisk for node_a\n" +
-		"kernel http://10.0.0.2:8080/ramdisk/vmlinuz initrd=initrd.img bc.site=https://10.0.0.2:8443 bc.node=node_a bc.token=bcdisc_tok bc.ca=ab12 bc.boot=http://10.0.0.2:8080 BOOTIF=01-${netX/mac:hexhyp} console=ttyS0\n" +
-		"initrd http://10.0.0.2:8080/ramdisk/initrd.img\nboot\n"
+		"kernel http://10.0.0.2:8080/ramdisk/node_a/vmlinuz initrd=initrd.img bc.site=https://10.0.0.2:8443 bc.node=node_a bc.token=bcdisc_tok bc.ca=ab12 bc.boot=http://10.0.0.2:8080 BOOTIF=01-${netX/mac:hexhyp} console=ttyS0\n" +
+		"initrd http://10.0.0.2:8080/ramdisk/node_a/initrd.img\nboot\n"
 	tests := []struct {
 		mac        string
 		wantStatus int

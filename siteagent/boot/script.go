@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/better-compute/better-compute/bmc"
@@ -45,8 +46,8 @@ func Script(e *kinds.BootEntry, p Params) string {
 	}
 	return fmt.Sprintf("#!ipxe\n"+
 		"echo better-compute: booting the ramdisk for %[3]s\n"+
-		"kernel %[1]s/ramdisk/%[6]s initrd=%[7]s bc.site=%[2]s bc.node=%[3]s bc.token=%[4]s bc.ca=%[5]s bc.boot=%[1]s BOOTIF=01-${netX/mac:hexhyp} console=ttyS0\n"+
-		"initrd %[1]s/ramdisk/%[7]s\n"+
+		"kernel %[1]s/ramdisk/%[3]s/%[6]s initrd=%[7]s bc.site=%[2]s bc.node=%[3]s bc.token=%[4]s bc.ca=%[5]s bc.boot=%[1]s BOOTIF=01-${netX/mac:hexhyp} console=ttyS0\n"+
+		"initrd %[1]s/ramdisk/%[3]s/%[7]s\n"+
 		"boot\n", p.BootURL, p.RelayURL, e.NodeID, e.DiscoveryToken, p.CAFingerprint, Kernel, Initrd)
 }
 
@@ -98,7 +99,28 @@ func (t *Table) Handler(p Params, ramdiskDir string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ipxe", func(w http.ResponseWriter, r *http.Request) { t.serveScript(w, r, p) })
 	mux.HandleFunc("GET /ramdisk/{name}", func(w http.ResponseWriter, r *http.Request) { serveRamdisk(w, r, ramdiskDir) })
+	// The scripts fetch /ramdisk/{node}/{name}: the node's boot trail
+	// records each fetch and how it was answered.
+	mux.HandleFunc("GET /ramdisk/{node}/{name}", func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		serveRamdisk(sw, r, ramdiskDir)
+		milestone := map[string]string{Kernel: MilestoneKernel, Initrd: MilestoneInitrd}[r.PathValue("name")]
+		if milestone != "" {
+			t.Mark(r.PathValue("node"), milestone, "HTTP "+strconv.Itoa(sw.status))
+		}
+	})
 	return mux
+}
+
+// statusWriter remembers the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func (t *Table) serveScript(w http.ResponseWriter, r *http.Request, p Params) {
@@ -119,6 +141,7 @@ func (t *Table) serveScript(w http.ResponseWriter, r *http.Request, p Params) {
 		return
 	}
 	t.log.Info("boot script served", "mac", mac, "node", e.NodeID, "ramdisk", e.Ramdisk)
+	t.Mark(e.NodeID, MilestoneScript, "")
 	_, _ = w.Write([]byte(Script(&e, p)))
 }
 

@@ -10,6 +10,7 @@ package pxe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -52,6 +53,9 @@ func (c Config) Enabled() bool { return c.Interface != "" }
 type Table interface {
 	Lookup(mac string) (kinds.BootEntry, bool)
 	Discovered(d boot.Discovery) error
+	// MarkMAC records that the boot of the node whose entry serves mac
+	// reached milestone name (boot.MilestoneDHCP).
+	MarkMAC(mac, name, detail string)
 }
 
 // Server is proxy DHCP and TFTP with their sockets bound, from Listen;
@@ -245,6 +249,7 @@ func (s *Server) handle(conn *net.UDPConn, req *dhcpv4.DHCPv4, peer *net.UDPAddr
 	if s.log.Enabled(context.Background(), slog.LevelInfo) {
 		s.log.Info("proxy-DHCP answer sent", attrs("reply", d.reply.MessageType().String(), "file", d.file, "to", dst.String())...)
 	}
+	table.MarkMAC(req.ClientHWAddr.String(), boot.MilestoneDHCP, fmt.Sprintf("%s on port %d: %s", d.reply.MessageType(), port, d.file))
 }
 
 // record writes discoveries to the table off the answering path: the

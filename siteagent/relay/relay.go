@@ -33,7 +33,10 @@ type Config struct {
 	KeepResults time.Duration
 	// MaxWait caps a long poll's ?wait; one minute when zero.
 	MaxWait time.Duration
-	Logger  *slog.Logger
+	// Seen, if set, learns each time a node's ramdisk (its certificate
+	// verified) talks to the relay: its boot reached the relay.
+	Seen   func(nodeID string)
+	Logger *slog.Logger
 }
 
 type state int
