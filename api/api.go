@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -27,18 +28,22 @@ const MaxBodyBytes = 1 << 20
 
 // Config is what the API needs.
 type Config struct {
-	Store     *store.Store
-	Temporal  client.Client // nil: workflow methods answer UNAVAILABLE
-	Namespace string
-	Hardware  config.HardwareProfiles
-	Logger    *slog.Logger
-	Now       func() time.Time // nil: time.Now
+	Store    *store.Store
+	Temporal client.Client // nil: workflow methods answer UNAVAILABLE
+	// DataConverter decodes what activities report (their heartbeats) for
+	// `commands list` and `metal get`; nil: no progress is shown.
+	DataConverter converter.DataConverter
+	Namespace     string
+	Hardware      config.HardwareProfiles
+	Logger        *slog.Logger
+	Now           func() time.Time // nil: time.Now
 }
 
 // Server implements the Connect services.
 type Server struct {
 	store     *store.Store
 	temporal  client.Client
+	dc        converter.DataConverter
 	namespace string
 	hardware  config.HardwareProfiles
 	log       *slog.Logger
@@ -47,7 +52,7 @@ type Server struct {
 
 // New returns the API server.
 func New(cfg Config) *Server {
-	s := &Server{store: cfg.Store, temporal: cfg.Temporal, namespace: cfg.Namespace,
+	s := &Server{store: cfg.Store, temporal: cfg.Temporal, dc: cfg.DataConverter, namespace: cfg.Namespace,
 		hardware: cfg.Hardware, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.Default()

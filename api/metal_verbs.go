@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"slices"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -24,7 +25,11 @@ func (s metal) Get(ctx context.Context, r *connect.Request[v1.GetNodeRequest]) (
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&v1.GetNodeResponse{Node: withWait(nodeOut(n), waits[n.ID])}), nil
+	out := withWait(nodeOut(n), waits[n.ID])
+	if n.State.Active() {
+		out.Progress = nodeProgress(s.pendingOf(ctx, n.ID))
+	}
+	return connect.NewResponse(&v1.GetNodeResponse{Node: out}), nil
 }
 
 func (s metal) List(ctx context.Context, r *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
@@ -149,6 +154,10 @@ func (s commands) List(ctx context.Context, r *connect.Request[v1.ListCommandsRe
 		return nil, err
 	}
 	out := &v1.ListCommandsResponse{}
+	var running map[string]pending
+	if slices.ContainsFunc(list, func(c store.Command) bool { return c.Status == store.CommandSent }) {
+		running = s.pendingOf(ctx, n.ID)
+	}
 	for _, c := range list {
 		x := &v1.Command{Id: c.ID, NodeId: c.NodeID, SiteId: c.SiteID, Kind: c.Kind, RunsOn: c.RunsOn,
 			WorkflowId: c.WorkflowID, RunId: c.RunID, Step: c.Step, Attempt: int32(c.Attempt), Status: c.Status,
@@ -156,6 +165,9 @@ func (s commands) List(ctx context.Context, r *connect.Request[v1.ListCommandsRe
 		if c.FinishedAt != nil {
 			x.FinishedAt = timestamppb.New(*c.FinishedAt)
 			x.DurationMs = c.FinishedAt.Sub(c.StartedAt).Milliseconds()
+		}
+		if p, ok := running[c.Step]; ok && c.Status == store.CommandSent && p.kind == c.Kind {
+			x.Progress = describeProgress(p.progress)
 		}
 		out.Items = append(out.Items, x)
 	}

@@ -255,7 +255,7 @@ func showVerb(s *session, raw []byte) error {
 }
 
 func showNode(s *session, raw []byte) error {
-	return showColumns(s, raw, &v1.GetNodeResponse{}, "node", nodeColumns("lastError", "waitingFor", "macCandidate"))
+	return showColumns(s, raw, &v1.GetNodeResponse{}, "node", nodeColumns("progress", "lastError", "waitingFor", "macCandidate"))
 }
 
 func showNodes(s *session, raw []byte) error {
@@ -264,5 +264,5 @@ func showNodes(s *session, raw []byte) error {
 
 func showCommands(s *session, raw []byte) error {
 	return showColumns(s, raw, &v1.ListCommandsResponse{}, "items",
-		[]string{"kind", "runsOn", "step", "status", "attempt", "durationMs", "errorKind"})
+		[]string{"kind", "runsOn", "step", "status", "attempt", "durationMs", "errorKind", "progress"})
 }

@@ -330,9 +330,9 @@ func TestMetalOutput(t *testing.T) {
 				"node_1  pool_1   ready                false        redfish     10.20.0.14               0\n" +
 				"node_2  pool_1   failed  deploying    true         redfish     10.20.0.14               0\n"},
 		{[]string{"commands", "list", "--node", "node_1"},
-			"KIND          RUNS_ON  STEP      STATUS     ATTEMPT  DURATION_MS  ERROR_KIND\n" +
-				"bmc.setPower  site     power-on  succeeded  1        812          \n" +
-				"disk.wipe     ramdisk  wipe      failed     2        61000        DRIVER_ERROR\n"},
+			"KIND          RUNS_ON  STEP      STATUS     ATTEMPT  DURATION_MS  ERROR_KIND    PROGRESS\n" +
+				"bmc.setPower  site     power-on  succeeded  1        812                        \n" +
+				"disk.wipe     ramdisk  wipe      failed     2        61000        DRIVER_ERROR  \n"},
 		{[]string{"commands", "list", "--node", "node_1", "--query", "items[?status=='failed'].error"}, "read-back mismatch\n"},
 	}
 	for _, tt := range tests {

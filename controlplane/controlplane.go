@@ -220,7 +220,7 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key []byte) error {
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "the API cannot listen on %s (pick another with --listen)", cp.cfg.Listen)
 	}
-	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, Namespace: cp.cfg.TemporalNamespace,
+	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, DataConverter: codec.NewDataConverter(key), Namespace: cp.cfg.TemporalNamespace,
 		Hardware: hw, Logger: cp.log})
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())

@@ -39,6 +39,22 @@ func TestBootStallFailsNamingWhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// While it waits, metal get and commands list say where the boot is.
+	var shown, listed string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && (shown == "" || listed == ""); time.Sleep(100 * time.Millisecond) {
+		if n := node(t, d, id); strings.Contains(n.Progress, "inventory.refresh: ramdisk boot: armed") {
+			shown = n.Progress
+		}
+		for _, c := range commands(t, d, id) {
+			if c.Status == "sent" && strings.HasPrefix(c.Progress, "ramdisk boot: armed") {
+				listed = c.Kind + " " + c.Progress
+			}
+		}
+	}
+	if shown == "" || listed == "" {
+		t.Errorf("while the boot stalled: metal get progress %q, commands list progress %q; want both to say the boot is armed", shown, listed)
+	}
+	t.Logf("while stalling, metal get says %q and commands list %q", shown, listed)
 	if err := d.Wait(ctx, m.Name, id, "failed", 2*time.Minute); err != nil && !strings.Contains(err.Error(), " is failed ") {
 		t.Fatalf("waiting for the stalled enroll to fail: %v", err)
 	}

@@ -200,4 +200,7 @@ type Progress struct {
 	Bytes     int64  `json:"bytes"`
 	Total     int64  `json:"total,omitempty"`
 	Disk      string `json:"disk,omitempty"`
+	// Boot is where the ramdisk's boot is while the command waits for it
+	// (the site agent's boot trail, e.g. "script, 3s ago").
+	Boot string `json:"boot,omitempty"`
 }

@@ -87,7 +87,7 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 	defer stop()
 	rctx, stalled := context.WithCancelCause(ctx)
 	defer stalled(nil)
-	go a.watchBoot(rctx, cmd.NodeID, stalled)
+	go a.watchBoot(rctx, cmd.NodeID, last, stalled)
 	res, err := a.Relay.Run(rctx, cmd, func(p kinds.Progress) {
 		last.Store(&p)
 		activity.RecordHeartbeat(ctx, p)
@@ -110,9 +110,10 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 	return res, nil
 }
 
-// watchBoot ends a command that waits for the node's ramdisk when that
-// ramdisk's boot stalls (see BootTable.Stalled), until ctx ends.
-func (a *Activities) watchBoot(ctx context.Context, nodeID string, stalled context.CancelCauseFunc) {
+// watchBoot heartbeats where the node's ramdisk boot is while the command
+// waits for that ramdisk (`commands list` and `metal get` show it), and ends
+// the command when the boot stalls (see BootTable.Stalled), until ctx ends.
+func (a *Activities) watchBoot(ctx context.Context, nodeID string, last *atomic.Pointer[kinds.Progress], stalled context.CancelCauseFunc) {
 	if a.Boot == nil {
 		return
 	}
@@ -130,6 +131,12 @@ func (a *Activities) watchBoot(ctx context.Context, nodeID string, stalled conte
 			if err := a.Boot.Stalled(nodeID, after); err != nil {
 				stalled(err)
 				return
+			}
+			if where := a.Boot.Progress(nodeID); where != "" {
+				p := *last.Load()
+				p.Boot = where
+				last.Store(&p)
+				activity.RecordHeartbeat(ctx, p)
 			}
 		}
 	}

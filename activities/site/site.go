@@ -38,6 +38,9 @@ type BootTable interface {
 	// longer than after; nil while it progresses, once its ramdisk joined,
 	// or when the agent follows no boot of the node.
 	Stalled(nodeID string, after time.Duration) error
+	// Progress describes where the node's ramdisk boot is until its
+	// ramdisk reached the relay; "" after, or when no boot is followed.
+	Progress(nodeID string) string
 }
 
 // ImageCache is the site's content-addressed image cache (siteagent/cache).

@@ -82,6 +82,17 @@ func (t *Table) Trail(nodeID string) []Milestone {
 	return append([]Milestone(nil), t.trails.by[nodeID]...)
 }
 
+// Progress describes where the node's ramdisk boot is while it has not
+// reached the relay ("script, 3s ago"); "" when it has, or is not followed.
+func (t *Table) Progress(nodeID string) string {
+	ms := t.Trail(nodeID)
+	if len(ms) == 0 || ms[len(ms)-1].Name == MilestoneJoined {
+		return ""
+	}
+	last := ms[len(ms)-1]
+	return fmt.Sprintf("%s%s, %s ago", last.Name, detailOf(last), t.now().Sub(last.At).Round(time.Second))
+}
+
 // Stalled says whether the node's ramdisk boot has shown no new milestone
 // for longer than after, and if so returns BOOT_STALLED naming the last
 // milestone it reached and what to check. A boot whose ramdisk joined, or

@@ -271,7 +271,11 @@ type Node struct {
 	WaitingFor string `protobuf:"bytes,23,opt,name=waiting_for,json=waitingFor,proto3" json:"waiting_for,omitempty"`
 	// The MAC first seen PXE-booting under the node's product UUID, when
 	// waiting_for is macConfirmation.
-	MacCandidate  string `protobuf:"bytes,24,opt,name=mac_candidate,json=macCandidate,proto3" json:"mac_candidate,omitempty"`
+	MacCandidate string `protobuf:"bytes,24,opt,name=mac_candidate,json=macCandidate,proto3" json:"mac_candidate,omitempty"`
+	// metal.get only: what the node's running workflow is doing, as its
+	// pending command last reported it ("inventory.refresh: ramdisk boot:
+	// script, 3s ago"); empty when nothing runs or nothing was reported.
+	Progress      string `protobuf:"bytes,25,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -470,6 +474,13 @@ func (x *Node) GetWaitingFor() string {
 func (x *Node) GetMacCandidate() string {
 	if x != nil {
 		return x.MacCandidate
+	}
+	return ""
+}
+
+func (x *Node) GetProgress() string {
+	if x != nil {
+		return x.Progress
 	}
 	return ""
 }
@@ -1356,12 +1367,15 @@ type Command struct {
 	Step       string `protobuf:"bytes,8,opt,name=step,proto3" json:"step,omitempty"`
 	Attempt    int32  `protobuf:"varint,9,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// sent, succeeded or failed.
-	Status        string                 `protobuf:"bytes,10,opt,name=status,proto3" json:"status,omitempty"`
-	ErrorKind     string                 `protobuf:"bytes,11,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
-	Error         string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	DurationMs    int64                  `protobuf:"varint,15,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	Status     string                 `protobuf:"bytes,10,opt,name=status,proto3" json:"status,omitempty"`
+	ErrorKind  string                 `protobuf:"bytes,11,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
+	Error      string                 `protobuf:"bytes,12,opt,name=error,proto3" json:"error,omitempty"`
+	StartedAt  *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	DurationMs int64                  `protobuf:"varint,15,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// While the command is sent: what it last reported, e.g. where its
+	// ramdisk's boot is ("ramdisk boot: script, 3s ago") or the bytes written.
+	Progress      string `protobuf:"bytes,16,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1501,6 +1515,13 @@ func (x *Command) GetDurationMs() int64 {
 	return 0
 }
 
+func (x *Command) GetProgress() string {
+	if x != nil {
+		return x.Progress
+	}
+	return ""
+}
+
 type ListCommandsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -1617,7 +1638,7 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\x03bmc\x18\x04 \x01(\v2\x15.bettercompute.v1.BmcR\x03bmc\x12\x12\n" +
 	"\x04macs\x18\x05 \x03(\tR\x04macs\x12!\n" +
 	"\fproduct_uuid\x18\x06 \x01(\tR\vproductUuid\x12\x1c\n" +
-	"\taddresses\x18\a \x03(\tR\taddresses\"\xb6\x06\n" +
+	"\taddresses\x18\a \x03(\tR\taddresses\"\xd2\x06\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1651,7 +1672,8 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"updated_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1f\n" +
 	"\vwaiting_for\x18\x17 \x01(\tR\n" +
 	"waitingFor\x12#\n" +
-	"\rmac_candidate\x18\x18 \x01(\tR\fmacCandidate\"=\n" +
+	"\rmac_candidate\x18\x18 \x01(\tR\fmacCandidate\x12\x1a\n" +
+	"\bprogress\x18\x19 \x01(\tR\bprogress\"=\n" +
 	"\x0eGetNodeRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"=\n" +
@@ -1709,7 +1731,7 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x10\n" +
 	"\x03mac\x18\x03 \x01(\tR\x03mac\"@\n" +
 	"\x12ConfirmMacResponse\x12*\n" +
-	"\x04node\x18\x01 \x01(\v2\x16.bettercompute.v1.NodeR\x04node\"\xc4\x03\n" +
+	"\x04node\x18\x01 \x01(\v2\x16.bettercompute.v1.NodeR\x04node\"\xe0\x03\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x17\n" +
@@ -1731,7 +1753,8 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\vfinished_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x1f\n" +
 	"\vduration_ms\x18\x0f \x01(\x03R\n" +
-	"durationMs\"K\n" +
+	"durationMs\x12\x1a\n" +
+	"\bprogress\x18\x10 \x01(\tR\bprogress\"K\n" +
 	"\x13ListCommandsRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"G\n" +
