@@ -29,11 +29,15 @@ func (m *Machine) args(dev bmc.BootDevice) []string {
 	if dev == bmc.BootPXE {
 		nicIndex, diskIndex = ",bootindex=1", ""
 	}
+	nic := c.NIC + ",netdev=n0,mac=" + c.MAC + nicIndex
+	if c.NoOptionROM {
+		nic += ",romfile="
+	}
 	a := []string{"-name", c.Name, "-accel", c.Accel, "-m", fmt.Sprint(c.MemoryMiB), "-smp", "1",
 		"-display", "none", "-vga", "none", "-no-reboot", "-boot", "strict=on", "-uuid", c.UUID,
 		"-monitor", "none", "-qmp", "unix:" + m.qmpPath() + ",server=on,wait=off",
 		"-chardev", "file,id=con,append=on,path=" + c.Console, "-serial", "chardev:con",
-		"-netdev", c.Netdev + ",id=n0", "-device", c.NIC + ",netdev=n0,mac=" + c.MAC + nicIndex,
+		"-netdev", c.Netdev + ",id=n0", "-device", nic,
 		"-drive", "file=" + c.Disk + ",if=none,id=d0,format=raw", "-device", "virtio-rng-pci"}
 	if c.Serial != "" {
 		a = append(a, "-smbios", "type=1,serial="+c.Serial)

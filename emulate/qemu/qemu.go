@@ -51,13 +51,18 @@ type Config struct {
 	OVMFCode string // UEFI only; DefaultOVMFCode when empty
 	OVMFVars string // UEFI only: the template copied to Dir once; DefaultOVMFVars when empty
 
-	UUID    string // SMBIOS UUID, also the BMC's; required
-	Serial  string // SMBIOS serial, also the BMC's
-	MAC     string // the NIC's; required
-	Netdev  string // QEMU -netdev options without id, e.g. "tap,ifname=tap0,script=no,downscript=no"; required
-	NIC     string // the NIC model; virtio-net-pci when empty
-	Disk    string // the disk image file (raw); required
-	DiskBus string // "virtio" (virtio-blk-pci) or "nvme"; virtio when empty
+	UUID   string // SMBIOS UUID, also the BMC's; required
+	Serial string // SMBIOS serial, also the BMC's
+	MAC    string // the NIC's; required
+	Netdev string // QEMU -netdev options without id, e.g. "tap,ifname=tap0,script=no,downscript=no"; required
+	NIC    string // the NIC model; virtio-net-pci when empty
+	// NoOptionROM leaves out the NIC's option ROM (QEMU's is iPXE, which
+	// asks for its script at once). A UEFI machine then PXE-boots with its
+	// firmware's own driver and PXE client, as a server does: the proxy
+	// DHCP answer names the EFI iPXE build, fetched over TFTP.
+	NoOptionROM bool
+	Disk        string // the disk image file (raw); required
+	DiskBus     string // "virtio" (virtio-blk-pci) or "nvme"; virtio when empty
 	// DiskSerial is the disk's serial, what the ramdisk names it by.
 	DiskSerial string
 	MemoryMiB  int    // 512 when zero

@@ -1,0 +1,139 @@
+// Package esite owns the emulated site of deploy/examples/emulated-site: a
+// provisioning network of Linux network namespaces joined by a bridge,
+// dnsmasq leasing addresses on it, and on the bridge our site agent (proxy
+// DHCP, TFTP, HTTP boot, relay, image cache), the control plane, and QEMU
+// machines (legacy BIOS and UEFI, TCG) behind QMP-backed emulated Redfish
+// BMCs (emulate/qemu). Each machine is enrolled by its BMC and goes, for
+// real, PXE → iPXE → the ramdisk → inventory → a quick wipe of its disk
+// file → ready.
+//
+// Run builds the namespaces from the host, then runs this same program
+// again inside the site namespace (Inner), where everything of ours shares
+// one loopback; a program that calls Run must call Inner first thing in
+// main (or TestMain).
+package esite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/better-compute/better-compute/emulate/qemu"
+)
+
+// Spec is one machine of the site.
+type Spec struct {
+	Name     string        `json:"name"`
+	Firmware qemu.Firmware `json:"firmware"`
+	DiskBus  string        `json:"diskBus"` // virtio or nvme
+	// NoOptionROM: the firmware PXE-boots with its own network stack and
+	// fetches iPXE from the site over TFTP (see qemu.Config.NoOptionROM).
+	NoOptionROM bool `json:"noOptionROM"`
+}
+
+// Config is one run of the site.
+type Config struct {
+	Machines   []Spec `json:"machines"`
+	RamdiskDir string `json:"ramdiskDir"` // build/ramdisk
+	Dir        string `json:"dir"`        // everything of the run: data dir, disks, consoles, logs
+	// ReadyTimeout bounds each machine's enroll → ready.
+	ReadyTimeout time.Duration `json:"readyTimeout"`
+	// Verbose sends every process's log to the output, not only to Dir.
+	Verbose bool `json:"verbose"`
+}
+
+// DefaultMachines are the full site: a legacy BIOS machine with a virtio
+// disk whose NIC's option ROM is Debian's iPXE (QEMU's), and a UEFI
+// machine with an NVMe disk whose firmware PXE-boots by itself (proxy
+// DHCP → snponly.efi over TFTP → iPXE), as a server's does.
+func DefaultMachines() []Spec {
+	return []Spec{{Name: "bios-1", Firmware: qemu.BIOS, DiskBus: "virtio"},
+		{Name: "uefi-1", Firmware: qemu.UEFI, DiskBus: "nvme", NoOptionROM: true}}
+}
+
+// Result is what a run measured, per machine.
+type Result struct {
+	Machines []MachineResult `json:"machines"`
+	Error    string          `json:"error,omitempty"`
+}
+
+// MachineResult is one machine's run.
+type MachineResult struct {
+	Name     string        `json:"name"`
+	Firmware qemu.Firmware `json:"firmware"`
+	Node     string        `json:"node"`
+	State    string        `json:"state"`
+	// PowerOnToJoin is from the QEMU start of the PXE boot to the ramdisk
+	// starting its agent (the console says so), for the first ramdisk boot.
+	PowerOnToJoin time.Duration `json:"powerOnToJoin"`
+	EnrollToReady time.Duration `json:"enrollToReady"`
+	DiskZero      bool          `json:"diskZero"` // the disk file read back as zeros after the wipe
+	BMCCalls      []string      `json:"bmcCalls"`
+	Boots         []string      `json:"boots"` // device and end reason of each QEMU process
+	Error         string        `json:"error,omitempty"`
+}
+
+// Run builds the lab, runs the site in it and removes the lab, also on
+// failure. Out gets the progress lines. Check first: Run needs root and
+// the tools.
+func Run(ctx context.Context, cfg Config, out io.Writer) (Result, error) {
+	cfg = withDefaults(cfg)
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return Result{}, err
+	}
+	l, err := newLab(cfg.Dir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer l.cleanup()
+	leaserLog, err := os.Create(filepath.Join(cfg.Dir, "dnsmasq.log"))
+	if err != nil {
+		return Result{}, err
+	}
+	defer leaserLog.Close()
+	if err := l.startLeaser(leaserLog); err != nil {
+		return Result{}, err
+	}
+	return l.runInner(ctx, cfg, out)
+}
+
+func withDefaults(cfg Config) Config {
+	if len(cfg.Machines) == 0 {
+		cfg.Machines = DefaultMachines()
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 6 * time.Minute
+	}
+	if abs, err := filepath.Abs(cfg.Dir); err == nil {
+		cfg.Dir = abs
+	}
+	if abs, err := filepath.Abs(cfg.RamdiskDir); err == nil {
+		cfg.RamdiskDir = abs
+	}
+	return cfg
+}
+
+// Inner runs the site when this process is the one Run started inside the
+// namespace, and then exits; otherwise it returns at once.
+func Inner() {
+	raw := os.Getenv(innerEnv)
+	if raw == "" {
+		return
+	}
+	var cfg Config
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "esite: bad %s: %v\n", innerEnv, err)
+		os.Exit(2)
+	}
+	res := runSite(cfg, os.Stdout)
+	b, _ := json.Marshal(res)
+	fmt.Printf("%s%s\n", resultPrefix, b)
+	if res.Error != "" {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
