@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/ipmi"
 	"github.com/better-compute/better-compute/bmc/redfish"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/siteagent"
@@ -85,6 +86,9 @@ func Drivers() map[string]siteagent.DriverFactory {
 	return map[string]siteagent.DriverFactory{
 		bmc.DriverRedfish: func(_ context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error) {
 			return redfish.New(redfish.Config{Address: addr, Credentials: creds})
+		},
+		bmc.DriverIPMI: func(_ context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error) {
+			return ipmi.New(ipmi.Config{Address: addr, Credentials: creds})
 		},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/ipmi"
 	"github.com/better-compute/better-compute/bmc/redfish"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/ramdisk/agent"
@@ -42,11 +43,14 @@ func logger(level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// drivers is the BMC driver registry: Redfish today; IPMI comes with the BMC work.
+// drivers is the BMC driver registry: Redfish and IPMI.
 func drivers() map[string]siteagent.DriverFactory {
 	return map[string]siteagent.DriverFactory{
 		bmc.DriverRedfish: func(_ context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error) {
 			return redfish.New(redfish.Config{Address: addr, Credentials: creds})
+		},
+		bmc.DriverIPMI: func(_ context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error) {
+			return ipmi.New(ipmi.Config{Address: addr, Credentials: creds})
 		},
 	}
 }

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"strconv"
+	"testing"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/better-compute/better-compute/activities/site"
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/ipmi/ipmisim"
+	"github.com/better-compute/better-compute/kinds"
+)
+
+// TestDriversReachIPMI: with bcd site's registry, power.setPower for a
+// node enrolled with --bmc-driver ipmi reaches a real IPMI BMC (ipmi_sim)
+// and powers the machine on, instead of failing UNSUPPORTED.
+func TestDriversReachIPMI(t *testing.T) {
+	s := ipmisim.Start(t, ipmisim.Config{})
+	a := &site.Activities{Drivers: drivers(), LookupEnv: func(k string) (string, bool) {
+		return ipmisim.User + ":" + ipmisim.Password, k == "BMC"
+	}}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	a.Register(env)
+	for _, addr := range []string{s.Address(), "127.0.0.1:" + strconv.Itoa(s.Port())} { // with and without the scheme
+		target := kinds.BMCTarget{NodeID: "node_1", Address: addr, Driver: bmc.DriverIPMI, CredentialsRef: "env://BMC"}
+		v, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOn})
+		if err != nil {
+			t.Fatalf("power.setPower(on) at %s = %v", addr, err)
+		}
+		var out kinds.SetPowerOutput
+		if err := v.Get(&out); err != nil || out.PowerState != bmc.On {
+			t.Errorf("power.setPower(on) at %s = %+v, %v, want on", addr, out, err)
+		}
+	}
+	if got := s.Read(t, "power"); got != "1" {
+		t.Errorf("machine power = %s, want 1", got)
+	}
+	if got := s.Lines(t, "log"); len(got) != 1 || got[0] != "power 1" {
+		t.Errorf("chassis_control sets = %q, want one power 1 (the second on found it on)", got)
+	}
+}
