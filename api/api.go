@@ -63,7 +63,8 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the HTTP handler serving every service and /healthz.
+// Handler returns the HTTP handler serving every service, /healthz, and gRPC
+// reflection and health (without a token).
 func (s *Server) Handler() http.Handler {
 	opts := s.handlerOptions(authInterceptor(s.store))
 	mux := http.NewServeMux()
@@ -78,6 +79,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(bettercomputev1connect.NewMetalServiceHandler(metal{s}, opts...))
 	mux.Handle(bettercomputev1connect.NewCommandsServiceHandler(commands{s}, opts...))
 	mux.HandleFunc("GET /healthz", s.health)
+	s.mountDiscovery(mux)
 	return withKinds(mux)
 }
 
