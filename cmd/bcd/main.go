@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/bmc/ipmi"
 	"github.com/better-compute/better-compute/bmc/redfish"
 	"github.com/better-compute/better-compute/emulate"
+	"github.com/better-compute/better-compute/internal/buildinfo"
 	"github.com/better-compute/better-compute/ramdisk/agent"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/pid1"
@@ -35,12 +36,29 @@ func main() {
 	}
 }
 
-func logger(level string) *slog.Logger {
+// logger writes to the app's error stream at --log-level (default info), as
+// text or, with --log-format json, one JSON object a line.
+func logger(c *cli.Context) *slog.Logger {
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
+	if err := l.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	if c.String("log-format") == "json" {
+		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts))
+	}
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts))
+}
+
+// logFormatFlag is --log-format, refused at start unless json or text.
+func logFormatFlag() *cli.StringFlag {
+	return &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json (one object a line)",
+		Action: func(_ *cli.Context, v string) error {
+			if v != "text" && v != "json" {
+				return fmt.Errorf("--log-format %q: want text or json", v)
+			}
+			return nil
+		}}
 }
 
 // drivers is the BMC driver registry: Redfish and IPMI.
@@ -57,9 +75,11 @@ func drivers() map[string]siteagent.DriverFactory {
 
 func app() *cli.App {
 	logLevel := &cli.StringFlag{Name: "log-level", Value: "info"}
+	logFormat := logFormatFlag()
 	return &cli.App{
-		Name:  "bcd",
-		Usage: "better-compute's machine-side agent",
+		Name:    "bcd",
+		Usage:   "better-compute's machine-side agent",
+		Version: buildinfo.Read().String(),
 		Commands: []*cli.Command{
 			{
 				Name:  "site",
@@ -79,7 +99,7 @@ func app() *cli.App {
 					&cli.StringFlag{Name: "pxe-server-addr", Usage: "this agent's IPv4 address on --pxe-interface (default: its first)"},
 					&cli.StringFlag{Name: "ipxe-bios", Value: pxe.DefaultBIOSFile, Usage: "iPXE for legacy BIOS, served over TFTP (Debian: apt-get install ipxe)"},
 					&cli.StringFlag{Name: "ipxe-efi", Value: pxe.DefaultEFIFile, Usage: "iPXE for x86-64 UEFI, served over TFTP (snponly.efi or ipxe.efi)"},
-					logLevel,
+					logLevel, logFormat,
 				},
 				Action: func(c *cli.Context) error {
 					return siteagent.Run(c.Context, siteagent.Config{ControlPlaneURL: c.String("control-plane"),
@@ -88,7 +108,7 @@ func app() *cli.App {
 						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"), BootStall: c.Duration("boot-stall"),
 						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
 							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
-						Drivers: drivers(), Logger: logger(c.String("log-level"))})
+						Drivers: drivers(), Logger: logger(c)})
 				},
 			},
 			{
@@ -97,10 +117,10 @@ func app() *cli.App {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "cmdline-file", Value: "/proc/cmdline"},
 					&cli.StringFlag{Name: "disks", Usage: "fakehw builds: the directory of fake disks"},
-					logLevel,
+					logLevel, logFormat,
 				},
 				Action: func(c *cli.Context) error {
-					log := logger(c.String("log-level"))
+					log := logger(c)
 					runAgent := func(ctx context.Context, cmdline string) error {
 						return agent.Run(ctx, agent.Config{Cmdline: cmdline, Disks: disk.Host{Dir: c.String("disks")}, Logger: log})
 					}
@@ -124,7 +144,7 @@ func app() *cli.App {
 					&cli.StringFlag{Name: "bmc-username", Value: "admin"},
 					&cli.StringFlag{Name: "bmc-password-file", Required: true},
 					&cli.StringFlag{Name: "redfish-mockup", Usage: "a DMTF Redfish mockup to seed the BMCs"},
-					logLevel,
+					logLevel, logFormat,
 				},
 				Action: func(c *cli.Context) error {
 					pw, err := os.ReadFile(c.String("bmc-password-file"))
@@ -134,7 +154,7 @@ func app() *cli.App {
 					return emulate.Run(c.Context, emulate.Config{Machines: c.Int("machines"), Dir: c.String("dir"),
 						BootURL: c.String("boot-url"), Username: c.String("bmc-username"),
 						Password: string(trimNL(pw)), MockupDir: c.String("redfish-mockup"),
-						Logger: logger(c.String("log-level"))}, c.App.Writer)
+						Logger: logger(c)}, c.App.Writer)
 				},
 			},
 		},
