@@ -2,7 +2,7 @@
 // machine's baseboard management controller (power, boot device, inspection), the
 // values they exchange (power actions and states, boot devices, inventory), the
 // credentials that never print their password, and the parser of BMC addresses.
-// Drivers (bmc/redfish, IPMI) implement these interfaces; the registry that picks
+// Drivers (bmc/redfish, bmc/ipmi) implement these interfaces; the registry that picks
 // a driver by name is built in main.
 package bmc
 
