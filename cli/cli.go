@@ -64,7 +64,12 @@ func App(stdout, stderr io.Writer, extra ...*cli.Command) *cli.App {
 // error as "error: KIND: message" to stderr and returns the exit code: 0 on
 // success, 2 for INVALID_INPUT and usage errors, 1 otherwise.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, extra ...*cli.Command) int {
-	err := App(stdout, stderr, extra...).RunContext(ctx, args)
+	return Run(ctx, App(stdout, stderr, extra...), args, stderr)
+}
+
+// Run is Main for an App the caller completed (its version, completion).
+func Run(ctx context.Context, app *cli.App, args []string, stderr io.Writer) int {
+	err := app.RunContext(ctx, args)
 	if errors.Is(err, errHelpShown) {
 		return 0
 	}

@@ -20,10 +20,11 @@ func demoCommand() *cli.Command {
 			&cli.StringFlag{Name: "ui-listen", Value: controlplane.DefaultUIListen},
 			&cli.StringFlag{Name: "agents-listen", Value: controlplane.DefaultAgentsListen},
 			&cli.StringFlag{Name: "log-level", Value: "warn"},
+			logFormatFlag(),
 		},
 		Action: func(c *cli.Context) error {
 			return demo.Run(c.Context, demo.Config{Machines: c.Int("machines"), Once: c.Bool("once"),
-				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: logger(c.String("log-level")),
+				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: logger(c),
 				Listen: c.String("listen"), TemporalListen: c.String("temporal-listen"),
 				UIListen: c.String("ui-listen"), AgentsListen: c.String("agents-listen")})
 		},
