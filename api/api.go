@@ -37,6 +37,9 @@ type Config struct {
 	Hardware      config.HardwareProfiles
 	Logger        *slog.Logger
 	Now           func() time.Time // nil: time.Now
+	// Interceptors wrap every service outside the error mapping and the
+	// token check, so they see the code the caller gets (metrics).
+	Interceptors []connect.Interceptor
 }
 
 // Server implements the Connect services.
@@ -48,12 +51,13 @@ type Server struct {
 	hardware  config.HardwareProfiles
 	log       *slog.Logger
 	now       func() time.Time
+	outer     []connect.Interceptor
 }
 
 // New returns the API server.
 func New(cfg Config) *Server {
 	s := &Server{store: cfg.Store, temporal: cfg.Temporal, dc: cfg.DataConverter, namespace: cfg.Namespace,
-		hardware: cfg.Hardware, log: cfg.Logger, now: cfg.Now}
+		hardware: cfg.Hardware, log: cfg.Logger, now: cfg.Now, outer: cfg.Interceptors}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -66,7 +70,7 @@ func New(cfg Config) *Server {
 // Handler returns the HTTP handler serving every service, /healthz, and gRPC
 // reflection and health (without a token).
 func (s *Server) Handler() http.Handler {
-	opts := s.handlerOptions(authInterceptor(s.store))
+	opts := append([]connect.HandlerOption{connect.WithInterceptors(s.outer...)}, s.handlerOptions(authInterceptor(s.store))...)
 	mux := http.NewServeMux()
 	mux.Handle(bettercomputev1connect.NewTenantsServiceHandler(tenants{s}, opts...))
 	mux.Handle(bettercomputev1connect.NewSitesServiceHandler(sites{s}, opts...))

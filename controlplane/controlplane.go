@@ -18,12 +18,14 @@ import (
 	"strconv"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.temporal.io/sdk/client"
 
 	"github.com/better-compute/better-compute/api"
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/config"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
 	"github.com/better-compute/better-compute/store/pgcluster"
@@ -66,6 +68,7 @@ type Config struct {
 	ConfigFile         string // "": DataDir/config.yaml
 	PKIDir             string // "": DataDir/pki (made by `better-compute pki init`)
 	AgentsListen       string // TLS listener for agents (join, secrets); "off" for none
+	MetricsListen      string // /metrics; "" or "off" for none (serve's default: DefaultMetricsListen)
 	Only               string // "", OnlyAPI or OnlyWorker
 	Logger             *slog.Logger
 	// TemporalLogger gets the embedded Temporal server's own logs from
@@ -76,21 +79,24 @@ type Config struct {
 
 // ControlPlane is a running control plane.
 type ControlPlane struct {
-	cfg       Config
-	log       *slog.Logger
-	pg        *pgcluster.Cluster
-	store     *store.Store
-	temporal  *tserver.Server
-	client    client.Client
-	worker    interface{ Stop() }
-	ca        *pki.CA
-	key       crypto.Signer // the control plane's own key (with a CA)
-	http      *http.Server
-	agents    *http.Server
-	agentsURL string
-	apiURL    string
-	dbURL     string
-	tokenPath string
+	cfg        Config
+	log        *slog.Logger
+	pg         *pgcluster.Cluster
+	store      *store.Store
+	temporal   *tserver.Server
+	client     client.Client
+	worker     interface{ Stop() }
+	ca         *pki.CA
+	key        crypto.Signer // the control plane's own key (with a CA)
+	http       *http.Server
+	agents     *http.Server
+	metrics    *metrics.ControlPlane
+	metricsSrv *http.Server
+	metricsURL string
+	agentsURL  string
+	apiURL     string
+	dbURL      string
+	tokenPath  string
 }
 
 // Start starts every component Config asks for. On error, what started is stopped.
@@ -128,6 +134,9 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 		if cp.key, err = pki.LoadOrCreateKey(filepath.Join(cfg.PKIDir, controlPlaneKeyFile), pki.NewKey); err != nil {
 			return nil, err
 		}
+	}
+	if err := cp.startMetrics(); err != nil {
+		return nil, err
 	}
 	if err := cp.startTemporal(ctx, key); err != nil {
 		return nil, err
@@ -221,7 +230,7 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key []byte) error {
 		return errs.Wrap(errs.Unavailable, err, "the API cannot listen on %s (pick another with --listen)", cp.cfg.Listen)
 	}
 	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, DataConverter: codec.NewDataConverter(key), Namespace: cp.cfg.TemporalNamespace,
-		Hardware: hw, Logger: cp.log})
+		Hardware: hw, Logger: cp.log, Interceptors: []connect.Interceptor{cp.metrics.Interceptor()}})
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
 	mux.Handle("/codec/", loopbackOnly(http.StripPrefix("/codec", codec.HTTPHandler(key, cp.uiOrigins()...))))
@@ -287,6 +296,7 @@ func (cp *ControlPlane) RootTokenPath() string { return cp.tokenPath }
 
 // Stop stops every component, newest first. Safe to call twice.
 func (cp *ControlPlane) Stop() {
+	defer cp.stopMetrics()
 	if cp.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = cp.http.Shutdown(ctx)

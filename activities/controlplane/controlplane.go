@@ -15,6 +15,7 @@ import (
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
+	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/provision"
@@ -30,6 +31,8 @@ type Activities struct {
 	Store *store.Store
 	CA    *pki.CA // nil until `better-compute pki init`: wipes cannot be verified
 	Now   func() time.Time
+	// Metrics counts commands finished; nil counts nothing.
+	Metrics *metrics.ControlPlane
 }
 
 // Register registers every activity under its name.
@@ -148,6 +151,10 @@ func (a *Activities) StartCommand(ctx context.Context, c wf.CommandRecord) error
 
 // FinishCommand records a command's outcome.
 func (a *Activities) FinishCommand(ctx context.Context, c wf.CommandRecord) error {
-	return errs.ToTemporal(a.Store.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1),
-		c.ErrorKind, c.Error))
+	if err := a.Store.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1),
+		c.ErrorKind, c.Error); err != nil {
+		return errs.ToTemporal(err)
+	}
+	a.Metrics.CommandFinished(c.Kind, c.Status)
+	return nil
 }

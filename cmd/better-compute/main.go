@@ -85,6 +85,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: controlplane.DefaultListen, Usage: "the API's address"},
 			&cli.StringFlag{Name: "ui-listen", Value: controlplane.DefaultUIListen, Usage: "the embedded Temporal Web UI's address, or off"},
 			&cli.StringFlag{Name: "agents-listen", Value: controlplane.DefaultAgentsListen, Usage: "TLS listener where agents join, or off"},
+			&cli.StringFlag{Name: "metrics-listen", Value: controlplane.DefaultMetricsListen, Usage: "plain HTTP listener for Prometheus (/metrics), or off"},
 			&cli.StringFlag{Name: "config", Usage: "configuration file (default: <data-dir>/config.yaml)"},
 			&cli.StringFlag{Name: "pki-dir", Usage: "the CA (default: <data-dir>/pki)"},
 			&cli.StringFlag{Name: "only", Usage: "run only the api or only the worker, for scale-out"},
@@ -98,7 +99,7 @@ func serveCommand() *cli.Command {
 				TemporalAddress: c.String("temporal-address"), TemporalNamespace: c.String("temporal-namespace"),
 				TemporalListen: c.String("temporal-listen"), Listen: c.String("listen"), UIListen: c.String("ui-listen"),
 				TemporalTLS: c.Bool("temporal-tls"), TemporalServerName: c.String("temporal-server-name"),
-				AgentsListen: c.String("agents-listen"), ConfigFile: c.String("config"), PKIDir: c.String("pki-dir"),
+				AgentsListen: c.String("agents-listen"), MetricsListen: c.String("metrics-listen"), ConfigFile: c.String("config"), PKIDir: c.String("pki-dir"),
 				Only: c.String("only"), Logger: logger(c),
 				TemporalLogLevel: parseLevel(c.String("temporal-log-level"), slog.LevelWarn),
 			}, c.App.Writer)

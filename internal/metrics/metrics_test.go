@@ -1,0 +1,94 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+// scrape GETs h and parses the exposition as Prometheus does.
+func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// value is the sample of family name whose labels are all of want.
+func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	for _, m := range fams[name].GetMetric() {
+		match := 0
+		for _, l := range m.GetLabel() {
+			if want[l.GetName()] == l.GetValue() {
+				match++
+			}
+		}
+		if match == len(want) {
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// TestControlPlaneScrape: what was counted (commands, API calls through a
+// real Connect handler) and what the store says (nodes per state) come out
+// of /metrics with those values, in the text format Prometheus parses.
+func TestControlPlaneScrape(t *testing.T) {
+	nodes := func(context.Context) (map[string]int, error) { return map[string]int{"ready": 3, "failed": 1}, nil }
+	m := NewControlPlane(nodes, nil)
+	for range 3 {
+		m.CommandFinished("disk.wipe", "succeeded")
+	}
+	m.CommandFinished("image.write", "failed")
+
+	api := httptest.NewUnstartedServer(nil)
+	mux := http.NewServeMux()
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker("a.v1.A"), connect.WithInterceptors(m.Interceptor())))
+	api.Config.Handler = mux
+	api.Start()
+	defer api.Close()
+	hc := grpchealth.NewClient(api.Client(), api.URL)
+	if _, err := hc.Check(t.Context(), &grpchealth.CheckRequest{Service: "a.v1.A"}); err != nil {
+		t.Fatal(err)
+	}
+	var ce *connect.Error
+	if _, err := hc.Check(t.Context(), &grpchealth.CheckRequest{Service: "nope"}); !errors.As(err, &ce) {
+		t.Fatalf("Check(nope) = %v, want a Connect error", err)
+	}
+
+	fams := scrape(t, m.Handler())
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"better_compute_commands_total", map[string]string{"kind": "disk.wipe", "status": "succeeded"}, 3},
+		{"better_compute_commands_total", map[string]string{"kind": "image.write", "status": "failed"}, 1},
+		{"better_compute_api_requests_total", map[string]string{"method": "grpc.health.v1.Health/Check", "code": "ok"}, 1},
+		{"better_compute_api_requests_total", map[string]string{"method": "grpc.health.v1.Health/Check", "code": "not_found"}, 1},
+		{"better_compute_nodes", map[string]string{"state": "ready"}, 3},
+		{"better_compute_nodes", map[string]string{"state": "failed"}, 1},
+	}
+	for _, tt := range tests {
+		if got := value(fams, tt.name, tt.labels); got != tt.want {
+			t.Errorf("%s%v = %v, want %v", tt.name, tt.labels, got, tt.want)
+		}
+	}
+}
