@@ -58,26 +58,30 @@ func (s *Store) CreateSecret(ctx context.Context, tenantID string, value []byte)
 	return id, dbError("store.CreateSecret", err)
 }
 
-// OpenSecret returns the tenant's secret id in clear.
-func (s *Store) OpenSecret(ctx context.Context, tenantID, id string) ([]byte, error) {
+// OpenSecret returns the tenant's secret in clear; key is its id or, for a
+// named secret, its name.
+func (s *Store) OpenSecret(ctx context.Context, tenantID, key string) ([]byte, error) {
 	aead, err := s.secretsAEAD(ctx)
 	if err != nil {
 		return nil, err
 	}
+	var id string
+	var name *string
 	var sealed []byte
-	err = s.pool.QueryRow(ctx, `SELECT sealed FROM secrets WHERE tenant_id = $1 AND id = $2`, tenantID, id).Scan(&sealed)
+	err = s.pool.QueryRow(ctx, `SELECT id, name, sealed FROM secrets WHERE tenant_id = $1 AND (id = $2 OR name = $2)`,
+		tenantID, key).Scan(&id, &name, &sealed)
 	if err != nil {
 		if isNoRows(err) {
-			return nil, notFound("secret", id).WithOp("store.OpenSecret")
+			return nil, notFound("secret", key).WithOp("store.OpenSecret")
 		}
 		return nil, dbError("store.OpenSecret", err)
 	}
 	if len(sealed) < aead.NonceSize() {
-		return nil, errs.New(errs.Internal, "secret %s is damaged", id)
+		return nil, errs.New(errs.Internal, "secret %s is damaged", key)
 	}
-	v, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], []byte(tenantID+"/"+id))
+	v, err := aead.Open(nil, sealed[:aead.NonceSize()], sealed[aead.NonceSize():], sealedFor(tenantID, id, name))
 	if err != nil {
-		return nil, errs.New(errs.Internal, "secret %s does not open with this database's key", id)
+		return nil, errs.New(errs.Internal, "secret %s does not open with this database's key", key)
 	}
 	return v, nil
 }

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/ids"
+)
+
+// Secret is a named secret as the store describes it: never its value.
+type Secret struct {
+	Name                 string
+	CreatedAt, UpdatedAt time.Time
+}
+
+// SecretRef is how a node names the tenant's secret key (a name or an id).
+func SecretRef(tenantID, key string) string { return "secret://" + tenantID + "/" + key }
+
+// sealedFor is the additional data a secret is sealed with: its tenant and
+// its name when it has one (a put that replaces a value keeps the row's id
+// but seals anew), else its id. A sealed value copied to another row or
+// tenant does not open.
+func sealedFor(tenantID, id string, name *string) []byte {
+	if name != nil {
+		return []byte(tenantID + "/" + *name)
+	}
+	return []byte(tenantID + "/" + id)
+}
+
+// PutSecret seals value under the tenant's name, replacing the value a
+// secret of that name had (replaced says so). name must be a plain word;
+// the API checks it, the table refuses anything else.
+func (s *Store) PutSecret(ctx context.Context, tenantID, name string, value []byte) (Secret, bool, error) {
+	const op = "store.PutSecret"
+	aead, err := s.secretsAEAD(ctx)
+	if err != nil {
+		return Secret{}, false, err
+	}
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return Secret{}, false, err
+	}
+	sealed := aead.Seal(nonce, nonce, value, sealedFor(tenantID, "", &name))
+	out := Secret{Name: name}
+	var replaced bool
+	// A replaced row keeps created_at; its updated_at is this transaction's now().
+	err = s.pool.QueryRow(ctx, `INSERT INTO secrets (id, tenant_id, name, sealed) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (tenant_id, name) WHERE name IS NOT NULL
+		DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = now()
+		RETURNING created_at, updated_at, updated_at > created_at`,
+		ids.New("sec"), tenantID, name, sealed).Scan(&out.CreatedAt, &out.UpdatedAt, &replaced)
+	return out, replaced, dbError(op, err)
+}
+
+// ListSecrets returns the tenant's named secrets by name, without values.
+// Secrets sealed from a node's inline credentials have no name and belong
+// to their node: they are not listed.
+func (s *Store) ListSecrets(ctx context.Context, tenantID string) ([]Secret, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, created_at, updated_at FROM secrets
+		WHERE tenant_id = $1 AND name IS NOT NULL ORDER BY name`, tenantID)
+	if err != nil {
+		return nil, dbError("store.ListSecrets", err)
+	}
+	out := []Secret{}
+	for rows.Next() {
+		var x Secret
+		if err := rows.Scan(&x.Name, &x.CreatedAt, &x.UpdatedAt); err != nil {
+			rows.Close()
+			return nil, dbError("store.ListSecrets", err)
+		}
+		out = append(out, x)
+	}
+	return out, dbError("store.ListSecrets", rows.Err())
+}
+
+// SecretExists reports whether the tenant has a secret whose id or name is key.
+func (s *Store) SecretExists(ctx context.Context, tenantID, key string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM secrets WHERE tenant_id = $1 AND (id = $2 OR name = $2))`,
+		tenantID, key).Scan(&ok)
+	return ok, dbError("store.SecretExists", err)
+}
+
+// DeleteSecret deletes the tenant's named secret unless a node that is not
+// retired uses it: then it is INVALID_STATE naming those nodes. The check
+// and the delete are one statement.
+func (s *Store) DeleteSecret(ctx context.Context, tenantID, name string) error {
+	const op = "store.DeleteSecret"
+	var deleted int
+	var users []string
+	err := s.pool.QueryRow(ctx, `WITH users AS (
+			SELECT id FROM metal_nodes WHERE tenant_id = $1 AND bmc_credentials_ref = $3 AND state <> 'retired'),
+		del AS (
+			DELETE FROM secrets WHERE tenant_id = $1 AND name = $2 AND NOT EXISTS (SELECT 1 FROM users) RETURNING id)
+		SELECT (SELECT count(*) FROM del), ARRAY(SELECT id FROM users ORDER BY id)`,
+		tenantID, name, SecretRef(tenantID, name)).Scan(&deleted, &users)
+	switch {
+	case err != nil:
+		return dbError(op, err)
+	case len(users) > 0:
+		return errs.New(errs.InvalidState, "secret %s is the BMC credentials of %s: give them other credentials or retire them first",
+			name, joinIDs(users)).WithOp(op)
+	case deleted == 0:
+		return notFound("secret", name).WithOp(op)
+	}
+	return nil
+}
+
+// joinIDs lists ids for a message, the first ten and how many more.
+func joinIDs(xs []string) string {
+	const most = 10
+	if len(xs) <= most {
+		return strings.Join(xs, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(xs[:most], ", "), len(xs)-most)
+}
