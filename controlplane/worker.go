@@ -13,7 +13,7 @@ import (
 // startWorker runs the control plane's Temporal worker: the metal verbs'
 // workflows and the control-plane activities.
 func (cp *ControlPlane) startWorker() error {
-	w := worker.ControlPlane(cp.client, &controlplane.Activities{Store: cp.store, CA: cp.ca, Metrics: cp.metrics})
+	w := worker.ControlPlane(cp.client, &controlplane.Activities{Store: cp.store, CA: cp.ca, Metrics: cp.metrics}, cp.metrics)
 	if err := w.Start(); err != nil {
 		return errs.Wrap(errs.Unavailable, err, "start the control-plane worker")
 	}

@@ -40,9 +40,14 @@ func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 	}
 }
 
-// ControlPlane returns the control plane's worker on wf.ControlPlaneQueue.
-func ControlPlane(c client.Client, acts *controlplane.Activities) sdkworker.Worker {
-	w := sdkworker.New(c, wf.ControlPlaneQueue, sdkworker.Options{DisableRegistrationAliasing: true})
+// ControlPlane returns the control plane's worker on wf.ControlPlaneQueue;
+// verbs, when not nil, hears each verb's workflow start and end.
+func ControlPlane(c client.Client, acts *controlplane.Activities, vo VerbObserver) sdkworker.Worker {
+	opts := sdkworker.Options{DisableRegistrationAliasing: true}
+	if vo != nil {
+		opts.Interceptors = append(opts.Interceptors, &verbs{o: vo})
+	}
+	w := sdkworker.New(c, wf.ControlPlaneQueue, opts)
 	RegisterWorkflows(w)
 	acts.Register(w)
 	return w

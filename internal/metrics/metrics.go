@@ -16,9 +16,11 @@ import (
 
 // ControlPlane is the control plane's metrics.
 type ControlPlane struct {
-	reg         *prometheus.Registry
-	Commands    *prometheus.CounterVec // kind, status
-	APIRequests *prometheus.CounterVec // method, code
+	reg          *prometheus.Registry
+	Commands     *prometheus.CounterVec   // kind, status
+	APIRequests  *prometheus.CounterVec   // method, code
+	Verbs        *prometheus.CounterVec   // verb, outcome
+	VerbDuration *prometheus.HistogramVec // verb
 }
 
 // NodeStates counts nodes per state, read on each scrape.
@@ -33,8 +35,13 @@ func NewControlPlane(nodes NodeStates, log *slog.Logger) *ControlPlane {
 			Help: "Commands finished, by kind and status (succeeded, failed, ...)."}, []string{"kind", "status"}),
 		APIRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_api_requests_total",
 			Help: "API calls answered, by method and Connect code."}, []string{"method", "code"}),
+		Verbs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_verbs_total",
+			Help: "Verbs' workflows started, finished and failed, by verb."}, []string{"verb", "outcome"}),
+		VerbDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "better_compute_verb_duration_seconds",
+			Help:    "How long a verb's workflow ran, from its start to its end (finished or failed).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14)}, []string{"verb"}), // 1s to ~2h15m
 	}
-	m.reg.MustRegister(m.Commands, m.APIRequests)
+	m.reg.MustRegister(m.Commands, m.APIRequests, m.Verbs, m.VerbDuration)
 	if nodes != nil {
 		m.reg.MustRegister(&nodeCollector{nodes: nodes, log: log})
 	}
@@ -51,6 +58,34 @@ func (m *ControlPlane) CommandFinished(kind, status string) {
 	if m != nil {
 		m.Commands.WithLabelValues(kind, status).Inc()
 	}
+}
+
+// Verb outcomes, the values of better_compute_verbs_total's outcome label.
+const (
+	OutcomeStarted  = "started"
+	OutcomeFinished = "finished" // the workflow returned no error
+	OutcomeFailed   = "failed"   // it returned one (the node failed, or the verb was aborted)
+)
+
+// VerbStarted counts a verb's workflow starting. A nil m counts nothing.
+func (m *ControlPlane) VerbStarted(verb string) {
+	if m != nil {
+		m.Verbs.WithLabelValues(verb, OutcomeStarted).Inc()
+	}
+}
+
+// VerbEnded counts a verb's workflow ending, failed when err is not nil,
+// and how long it ran.
+func (m *ControlPlane) VerbEnded(verb string, err error, took time.Duration) {
+	if m == nil {
+		return
+	}
+	outcome := OutcomeFinished
+	if err != nil {
+		outcome = OutcomeFailed
+	}
+	m.Verbs.WithLabelValues(verb, outcome).Inc()
+	m.VerbDuration.WithLabelValues(verb).Observe(took.Seconds())
 }
 
 var nodesDesc = prometheus.NewDesc("better_compute_nodes", "Nodes per state, across tenants.", []string{"state"}, nil)

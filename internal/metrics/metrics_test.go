@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -57,6 +58,10 @@ func TestControlPlaneScrape(t *testing.T) {
 		m.CommandFinished("disk.wipe", "succeeded")
 	}
 	m.CommandFinished("image.write", "failed")
+	m.VerbStarted("metal.deploy")
+	m.VerbEnded("metal.deploy", nil, 90*time.Second)
+	m.VerbStarted("metal.deploy")
+	m.VerbEnded("metal.deploy", errors.New("boom"), time.Second)
 
 	api := httptest.NewUnstartedServer(nil)
 	mux := http.NewServeMux()
@@ -85,6 +90,13 @@ func TestControlPlaneScrape(t *testing.T) {
 		{"better_compute_api_requests_total", map[string]string{"method": "grpc.health.v1.Health/Check", "code": "not_found"}, 1},
 		{"better_compute_nodes", map[string]string{"state": "ready"}, 3},
 		{"better_compute_nodes", map[string]string{"state": "failed"}, 1},
+		{"better_compute_verbs_total", map[string]string{"verb": "metal.deploy", "outcome": "started"}, 2},
+		{"better_compute_verbs_total", map[string]string{"verb": "metal.deploy", "outcome": "finished"}, 1},
+		{"better_compute_verbs_total", map[string]string{"verb": "metal.deploy", "outcome": "failed"}, 1},
+	}
+	h := fams["better_compute_verb_duration_seconds"].GetMetric()
+	if len(h) != 1 || h[0].GetHistogram().GetSampleCount() != 2 || h[0].GetHistogram().GetSampleSum() != 91 {
+		t.Errorf("better_compute_verb_duration_seconds = %v, want 2 samples summing to 91s", h)
 	}
 	for _, tt := range tests {
 		if got := value(fams, tt.name, tt.labels); got != tt.want {
