@@ -82,6 +82,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(bettercomputev1connect.NewWorkflowsServiceHandler(workflows{s}, opts...))
 	mux.Handle(bettercomputev1connect.NewMetalServiceHandler(metal{s}, opts...))
 	mux.Handle(bettercomputev1connect.NewCommandsServiceHandler(commands{s}, opts...))
+	mux.Handle(bettercomputev1connect.NewTenantSecretsServiceHandler(tenantSecrets{s}, opts...))
 	mux.HandleFunc("GET /healthz", s.health)
 	s.mountDiscovery(mux)
 	return withKinds(mux)

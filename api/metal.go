@@ -108,6 +108,9 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 	if c.err != nil {
 		return store.Node{}, nil, c.err
 	}
+	if err := s.checkCredentialsRef(ctx, tenant, b.GetCredentialsRef()); err != nil {
+		return store.Node{}, nil, err
+	}
 	pool, err := s.store.GetPool(ctx, tenant, m.PoolId)
 	if err != nil {
 		return store.Node{}, nil, err
@@ -122,6 +125,29 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 	return store.Node{ID: ids.New(ids.Node), TenantID: tenant, SiteID: m.SiteId, PoolID: m.PoolId,
 		BMCAddress: addr.String(), BMCDriver: b.GetDriver(), BMCCredentialsRef: b.GetCredentialsRef(),
 		MACs: macs, ProductUUID: strings.ToLower(m.ProductUuid)}, creds, nil
+}
+
+// checkCredentialsRef refuses, before any node exists, a reference the site
+// could not resolve: vault:// (no Vault-compatible server is supported yet)
+// and a secret:// that names no secret of the tenant. env:// is read by the
+// site agent from its own environment: only the site can check it.
+func (s metal) checkCredentialsRef(ctx context.Context, tenant, ref string) error {
+	if strings.HasPrefix(ref, "vault://") {
+		return &errs.Error{Kind: errs.Unsupported, Field: "bmc.credentialsRef",
+			Msg: "vault:// credentials are not supported yet: store them with 'better-compute secrets put NAME --from-file F' and give secret://" + tenant + "/NAME, or use env://"}
+	}
+	key, ok := strings.CutPrefix(ref, "secret://"+tenant+"/")
+	if !ok {
+		return nil
+	}
+	exists, err := s.store.SecretExists(ctx, tenant, key)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		return errs.Invalid("bmc.credentialsRef", "tenant %s has no secret %q: 'better-compute secrets list' shows them, 'secrets put %s --from-file F' makes it", tenant, key, key)
+	}
+	return nil
 }
 
 // start starts verb v's workflow on node n, one operation per node at a time.

@@ -27,6 +27,7 @@ var Services = []string{
 	bettercomputev1connect.WorkflowsServiceName,
 	bettercomputev1connect.MetalServiceName,
 	bettercomputev1connect.CommandsServiceName,
+	bettercomputev1connect.TenantSecretsServiceName,
 }
 
 // mountDiscovery serves gRPC server reflection (v1 and v1alpha) and the gRPC
