@@ -29,7 +29,7 @@ func TestSecretsPutListDelete(t *testing.T) {
 		{`{"name":"Bmc_1","value":"` + credsB64 + `"}`, "name"},
 		{`{"name":"","value":"` + credsB64 + `"}`, "name"},
 		{`{"name":"bmc-1"}`, "value"},
-		{`{"name":"bmc-1","value":"bm8tY29sb24="}`, "value"}, // "no-colon"
+		{`{"name":"bmc-1","value":"bm8tY29sb24="}`, "value"},         // "no-colon"
 		{`{"name":"bmc-1","value":"eyJ1c2VybmFtZSI6MX0="}`, "value"}, // {"username":1}
 	} {
 		code, out := e.call(e.root, secretsPut, tc.body)
