@@ -65,6 +65,7 @@ func TestGRPCDiscovery(t *testing.T) {
 	want := []string{"bettercompute.v1.CommandsService", "bettercompute.v1.HardwareProfilesService",
 		"bettercompute.v1.ImagesService", "bettercompute.v1.MetalService", "bettercompute.v1.PoolsService",
 		"bettercompute.v1.ProfilesService", "bettercompute.v1.SiteTokensService", "bettercompute.v1.SitesService",
+		"bettercompute.v1.TenantSecretsService",
 		"bettercompute.v1.TenantsService", "bettercompute.v1.WorkflowsService"}
 	slices.Sort(got)
 	if diff := cmp.Diff(want, got); diff != "" {
