@@ -24,6 +24,7 @@ import (
 
 	"github.com/better-compute/better-compute/activities/site"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/ramdisk/initramfs"
 	"github.com/better-compute/better-compute/siteagent/boot"
@@ -78,7 +79,10 @@ type Config struct {
 	// certificate is due for renewal (after a check at start); an hour
 	// when zero.
 	RenewCheckEvery time.Duration
-	Logger          *slog.Logger
+	// MetricsListen serves /metrics (proxy-DHCP requests, boot milestones,
+	// the image cache, relayed commands); "" or "off" for none.
+	MetricsListen string
+	Logger        *slog.Logger
 }
 
 // Agent is a running site agent.
@@ -91,6 +95,9 @@ type Agent struct {
 	relay *relay.Relay
 	pxe   *pxe.Server // nil without network boot
 	acts  *site.Activities
+	// metrics is counted always, served on metricsURL when configured.
+	metrics    *metrics.Site
+	metricsURL string
 	// attempts reports command retries to the control plane.
 	attempts *site.AttemptsClient
 	// cp is the mTLS client to the control plane; relayHost goes into
@@ -138,8 +145,15 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "cannot create the data dir %s", cfg.DataDir)
 	}
+	m := metrics.NewSite()
+	cfg.PXE.Count = m.PXERequest
+	mln, err := listenMetrics(cfg.MetricsListen)
+	if err != nil {
+		return nil, err
+	}
 	px, err := listenPXE(&cfg)
 	if err != nil {
+		closeListener(mln)
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, errc: make(chan error, 4), pxe: px}
@@ -148,6 +162,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		for _, ln := range lns {
 			ln.Close()
 		}
+		closeListener(mln)
 		px.Close()
 	}
 	for _, addr := range []string{cfg.BootListen, cfg.RelayListen} {
@@ -165,10 +180,12 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		closeAll()
 		return nil, err
 	}
+	a.countInto(m)
 	if err := a.serve(lns[0], lns[1]); err != nil {
 		closeAll()
 		return nil, err
 	}
+	a.serveMetrics(mln)
 	a.startRenewal()
 	a.startReporting()
 	if !cfg.DisableWorker {
@@ -333,6 +350,12 @@ func advertiseHost(configured string, addr net.Addr) string {
 		}
 	}
 	return "127.0.0.1"
+}
+
+func closeListener(ln net.Listener) {
+	if ln != nil {
+		ln.Close()
+	}
 }
 
 // serveErr reports whether a server's Serve error is a failure, not a stop.

@@ -81,6 +81,8 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 	if len(cmd.Payload) == 0 {
 		cmd.Payload = json.RawMessage("{}")
 	}
+	outcome := "failed" // until it is known to have done better
+	defer func() { a.countRelayed(cmd.Kind, outcome) }()
 	last := &atomic.Pointer[kinds.Progress]{}
 	last.Store(&kinds.Progress{CommandID: cmd.ID})
 	stop := heartbeatLoop(ctx, last)
@@ -94,6 +96,7 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 	})
 	if cause := context.Cause(rctx); err != nil && errs.Is(cause, errs.BootStalled) {
 		a.log().WarnContext(ctx, "ramdisk boot stalled", "node", cmd.NodeID, "kind", cmd.Kind, "err", cause)
+		outcome = "stalled"
 		return kinds.Result{}, toTemporal(withOp(cause, name))
 	}
 	if err != nil {
@@ -107,7 +110,16 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 		return res, toTemporal(&errs.Error{Kind: k, Op: name, Msg: "the ramdisk of " + cmd.NodeID + " says: " + res.Error})
 	}
 	a.log().InfoContext(ctx, "ramdisk command done", "node", cmd.NodeID, "kind", cmd.Kind, "command", cmd.ID)
+	outcome = "succeeded"
 	return res, nil
+}
+
+// countRelayed counts a relayed command's outcome (succeeded, failed,
+// stalled): each attempt, as the site saw it.
+func (a *Activities) countRelayed(kind, outcome string) {
+	if a.Relayed != nil {
+		a.Relayed(kind, outcome)
+	}
 }
 
 // watchBoot heartbeats where the node's ramdisk boot is while the command

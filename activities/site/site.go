@@ -76,7 +76,10 @@ type Activities struct {
 	// answer, script, kernel, initramfs, relay) before a command waiting for
 	// its ramdisk fails with BOOT_STALLED; DefaultBootStall when zero.
 	BootStall time.Duration
-	Logger    *slog.Logger
+	// Relayed hears each relayed command's kind and outcome (succeeded,
+	// failed, stalled), for the metrics; nil counts nothing.
+	Relayed func(kind, outcome string)
+	Logger  *slog.Logger
 }
 
 // DefaultBootStall leaves a server's firmware time to power on and POST.

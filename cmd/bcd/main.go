@@ -99,6 +99,8 @@ func app() *cli.App {
 					&cli.StringFlag{Name: "pxe-server-addr", Usage: "this agent's IPv4 address on --pxe-interface (default: its first)"},
 					&cli.StringFlag{Name: "ipxe-bios", Value: pxe.DefaultBIOSFile, Usage: "iPXE for legacy BIOS, served over TFTP (Debian: apt-get install ipxe)"},
 					&cli.StringFlag{Name: "ipxe-efi", Value: pxe.DefaultEFIFile, Usage: "iPXE for x86-64 UEFI, served over TFTP (snponly.efi or ipxe.efi)"},
+					&cli.StringFlag{Name: "metrics-listen", Value: "off",
+						Usage: "serve Prometheus /metrics here (e.g. 127.0.0.1:9091); off for none"},
 					logLevel, logFormat,
 				},
 				Action: func(c *cli.Context) error {
@@ -108,7 +110,7 @@ func app() *cli.App {
 						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"), BootStall: c.Duration("boot-stall"),
 						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
 							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
-						Drivers: drivers(), Logger: logger(c)})
+						MetricsListen: c.String("metrics-listen"), Drivers: drivers(), Logger: logger(c)})
 				},
 			},
 			{

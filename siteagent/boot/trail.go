@@ -32,8 +32,24 @@ type Milestone struct {
 // a site agent that restarts mid-boot follows that boot no further, and the
 // command's own timeouts apply.
 type trails struct {
-	mu sync.Mutex
-	by map[string][]Milestone
+	mu    sync.Mutex
+	by    map[string][]Milestone
+	count func(name string) // hears each new milestone; nil counts nothing
+}
+
+// CountMilestones has f hear each milestone a followed boot newly reaches
+// (armed included; a repeat is not new), for the metrics.
+func (t *Table) CountMilestones(f func(name string)) {
+	t.trails.mu.Lock()
+	defer t.trails.mu.Unlock()
+	t.trails.count = f
+}
+
+// reached counts milestone name; tr.mu is held.
+func (tr *trails) reached(name string) {
+	if tr.count != nil {
+		tr.count(name)
+	}
 }
 
 func (tr *trails) set(nodeID string, ms []Milestone) {
@@ -47,6 +63,7 @@ func (tr *trails) set(nodeID string, ms []Milestone) {
 		return
 	}
 	tr.by[nodeID] = ms
+	tr.reached(ms[len(ms)-1].Name)
 }
 
 // Mark records that the node's boot reached milestone name. Only a boot the
@@ -64,6 +81,7 @@ func (t *Table) Mark(nodeID, name, detail string) {
 		return
 	}
 	tr.by[nodeID] = append(ms, Milestone{Name: name, At: t.now().UTC(), Detail: detail})
+	tr.reached(name)
 	t.log.Info("boot milestone", "node", nodeID, "milestone", name, "detail", detail)
 }
 

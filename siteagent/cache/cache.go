@@ -38,6 +38,12 @@ type Cache struct {
 
 	mu       sync.Mutex
 	inflight map[string]*download // by hex digest
+
+	// Count hears each Ensure that ends well: hit when the image was
+	// already there, and the bytes this call's own download fetched (zero
+	// for a call that waited on another's). Set before use; nil counts
+	// nothing.
+	Count func(hit bool, fetched int64)
 }
 
 // download is one digest being fetched.
@@ -103,8 +109,9 @@ func (c *Cache) Ensure(ctx context.Context, in kinds.EnsureImageInput, progress 
 	if progress == nil {
 		progress = func(int64) {}
 	}
-	for {
+	for first := true; ; first = false {
 		if out, ok := c.present(hex); ok {
+			c.count(first, 0)
 			return out, nil
 		}
 		d, leader := c.join(hex)
@@ -116,9 +123,27 @@ func (c *Cache) Ensure(ctx context.Context, in kinds.EnsureImageInput, progress 
 		}
 		// A leader that was cancelled leaves the others to try again.
 		if d.err == nil || leader || !isContextErr(d.err) {
+			if d.err == nil {
+				c.count(false, fetchedBy(leader, d.out.Size))
+			}
 			return d.out, d.err
 		}
 	}
+}
+
+func (c *Cache) count(hit bool, fetched int64) {
+	if c.Count != nil {
+		c.Count(hit, fetched)
+	}
+}
+
+// fetchedBy is what a call's own download fetched: all of it for the
+// leader, nothing for a follower.
+func fetchedBy(leader bool, size int64) int64 {
+	if leader {
+		return size
+	}
+	return 0
 }
 
 func (c *Cache) present(hex string) (kinds.EnsureImageOutput, bool) {

@@ -43,6 +43,17 @@ type decision struct {
 	why        string          // why nothing is sent, for the log
 }
 
+// outcome names the decision for the metrics: a bounded set.
+func (d decision) outcome() string {
+	switch {
+	case d.discovered != nil:
+		return "discovered"
+	case d.reply == nil:
+		return "ignored"
+	}
+	return "answered"
+}
+
 // client is what a PXE request tells about the machine.
 type client struct {
 	mac  string

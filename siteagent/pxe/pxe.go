@@ -44,6 +44,10 @@ type Config struct {
 	ServerAddr string
 	BIOSFile   string // iPXE for legacy BIOS; DefaultBIOSFile when ""
 	EFIFile    string // iPXE for x86-64 UEFI; DefaultEFIFile when ""
+	// Count hears each DHCP request's outcome: "answered" (an answer was
+	// decided; a send that fails is logged), "ignored" or "discovered" (an
+	// unknown MAC PXE-booting). Nil counts nothing.
+	Count func(outcome string)
 }
 
 // Enabled reports whether network boot is configured.
@@ -222,6 +226,9 @@ func (s *Server) answer(conn *net.UDPConn, port int, table Table, set settings, 
 
 func (s *Server) handle(conn *net.UDPConn, req *dhcpv4.DHCPv4, peer *net.UDPAddr, port int, table Table, set settings) {
 	d := decide(req, port, table.Lookup, set)
+	if s.cfg.Count != nil {
+		s.cfg.Count(d.outcome())
+	}
 	// The attributes are built only for a line that is logged: a busy
 	// network is mostly requests this proxy ignores.
 	attrs := func(kv ...any) []any {
