@@ -39,6 +39,7 @@ func App(stdout, stderr io.Writer, extra ...*cli.Command) *cli.App {
 		workflowsCommand(),
 		metalCommand(),
 		commandsCommand(),
+		secretsCommand(),
 	}
 	for _, c := range own {
 		prepare(c)
