@@ -1,0 +1,78 @@
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Site is a site agent's metrics. Its methods count nothing on a nil Site.
+type Site struct {
+	reg          *prometheus.Registry
+	PXE          *prometheus.CounterVec // outcome
+	Milestones   *prometheus.CounterVec // milestone
+	CacheLookups *prometheus.CounterVec // result
+	CacheBytes   prometheus.Counter
+	Relayed      *prometheus.CounterVec // kind, outcome
+}
+
+// NewSite registers the site agent's families.
+func NewSite() *Site {
+	m := &Site{
+		reg: prometheus.NewRegistry(),
+		PXE: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_pxe_requests_total",
+			Help: "Proxy-DHCP requests, by outcome: answered, ignored (not ours to answer), discovered (an unknown MAC PXE-booting)."},
+			[]string{"outcome"}),
+		Milestones: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_boot_milestones_total",
+			Help: "Ramdisk boot milestones reached (armed, dhcp, script, kernel, initrd, joined), each new one once."},
+			[]string{"milestone"}),
+		CacheLookups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_image_cache_lookups_total",
+			Help: "Images asked of the cache, by result: hit (present and verified) or miss (fetched)."}, []string{"result"}),
+		CacheBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "better_compute_image_cache_fetched_bytes_total",
+			Help: "Bytes of verified images the cache fetched from their sources."}),
+		Relayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_relayed_commands_total",
+			Help: "Commands relayed to ramdisks, by kind and outcome: succeeded, failed, stalled (the ramdisk's boot stalled)."},
+			[]string{"kind", "outcome"}),
+	}
+	m.reg.MustRegister(m.PXE, m.Milestones, m.CacheLookups, m.CacheBytes, m.Relayed)
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Site) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+// PXERequest counts a proxy-DHCP request's outcome.
+func (m *Site) PXERequest(outcome string) {
+	if m != nil {
+		m.PXE.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Milestone counts a boot reaching a milestone.
+func (m *Site) Milestone(name string) {
+	if m != nil {
+		m.Milestones.WithLabelValues(name).Inc()
+	}
+}
+
+// CacheLookup counts an image asked of the cache, and the bytes a miss
+// fetched.
+func (m *Site) CacheLookup(hit bool, fetched int64) {
+	if m == nil {
+		return
+	}
+	result := "miss"
+	if hit {
+		result = "hit"
+	}
+	m.CacheLookups.WithLabelValues(result).Inc()
+	m.CacheBytes.Add(float64(fetched))
+}
+
+// RelayedCommand counts a command relayed to a ramdisk.
+func (m *Site) RelayedCommand(kind, outcome string) {
+	if m != nil {
+		m.Relayed.WithLabelValues(kind, outcome).Inc()
+	}
+}
