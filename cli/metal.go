@@ -150,7 +150,7 @@ func enrollCommand() *cli.Command {
 			&cli.StringFlag{Name: "pool", Usage: "pool id (pool_…)"},
 			&cli.StringFlag{Name: "bmc-address", Usage: "BMC address: host, host:port or a Redfish system URL"},
 			&cli.StringFlag{Name: "bmc-driver", Usage: "redfish or ipmi"},
-			&cli.StringFlag{Name: "bmc-credentials", Usage: "secret://, env:// or vault:// reference to the BMC credentials"},
+			&cli.StringFlag{Name: "bmc-credentials", Usage: "secret://TENANT/NAME or env://VAR reference to the BMC credentials (vault:// is refused as UNSUPPORTED for now)"},
 			&cli.StringFlag{Name: "bmc-username", Usage: "BMC username, with --bmc-password-file"},
 			&cli.StringFlag{Name: "bmc-password-file", Usage: "file holding the BMC password (a trailing newline is dropped)"},
 			&cli.StringFlag{Name: "macs", Usage: "the machine's MACs, comma-separated"},
