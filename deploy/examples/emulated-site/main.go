@@ -2,7 +2,9 @@
 // machines, legacy BIOS and UEFI, PXE-booted by bcd site on a bridge in
 // network namespaces, enrolled by their emulated Redfish BMCs and taken to
 // ready. It prints each machine's progress and the time from power-on to
-// the ramdisk joined. Root; `task emulated-site` runs it.
+// the ramdisk joined; with -image, each is then deployed with that image,
+// seen running from its disk, and undeployed back to ready. Root; `task
+// emulated-site` runs it.
 package main
 
 import (
@@ -21,6 +23,7 @@ func main() {
 	esite.Inner() // the run inside the site namespace, when this is it
 	var cfg esite.Config
 	flag.StringVar(&cfg.RamdiskDir, "ramdisk-dir", "build/ramdisk", "the ramdisk bcd site serves (./run ramdisk)")
+	flag.StringVar(&cfg.Image, "image", "", "an OS image (mkimage.sh; task emulated-site-image) to deploy on each ready machine, see running, and undeploy")
 	flag.StringVar(&cfg.Dir, "dir", "build/emulated-site", "the run's files: data dir, disks, consoles, logs (replaced)")
 	flag.DurationVar(&cfg.ReadyTimeout, "ready-timeout", 6*time.Minute, "each machine's bound for enroll → ready")
 	flag.BoolVar(&cfg.Verbose, "v", false, "print every process's log, not only into <dir>/site.log")
@@ -43,8 +46,12 @@ func run(cfg esite.Config) error {
 	defer stop()
 	res, err := esite.Run(ctx, cfg, os.Stdout)
 	for _, m := range res.Machines {
-		fmt.Printf("%-8s %-4s %-7s enroll → ready %6.1fs   power-on → ramdisk joined %5.1fs   disk wiped %v\n",
-			m.Name, m.Firmware, m.State, m.EnrollToReady.Seconds(), m.PowerOnToJoin.Seconds(), m.DiskZero)
+		fmt.Printf("%-8s %-4s %-7s enroll → ready %5.1fs (power-on → ramdisk joined %5.1fs)", m.Name, m.Firmware, m.State,
+			m.EnrollToReady.Seconds(), m.PowerOnToJoin.Seconds())
+		if cfg.Image != "" {
+			fmt.Printf("   deploy → OS up %5.1fs   undeploy → ready %5.1fs", m.DeployToOSUp.Seconds(), m.UndeployToReady.Seconds())
+		}
+		fmt.Printf("   disk wiped %v\n", m.DiskZero)
 	}
 	return err
 }

@@ -5,7 +5,9 @@
 // machines (legacy BIOS and UEFI, TCG) behind QMP-backed emulated Redfish
 // BMCs (emulate/qemu). Each machine is enrolled by its BMC and goes, for
 // real, PXE → iPXE → the ramdisk → inventory → a quick wipe of its disk
-// file → ready.
+// file → ready, and with an OS image, deploy (the image written, the
+// machine booted from its disk, the OS seen on its console) → undeploy →
+// ready.
 //
 // Run builds the namespaces from the host, then runs this same program
 // again inside the site namespace (Inner), where everything of ours shares
@@ -39,7 +41,10 @@ type Spec struct {
 type Config struct {
 	Machines   []Spec `json:"machines"`
 	RamdiskDir string `json:"ramdiskDir"` // build/ramdisk
-	Dir        string `json:"dir"`        // everything of the run: data dir, disks, consoles, logs
+	// Image, when set, is the OS image (mkimage.sh) each ready machine is
+	// then deployed with, seen running, and undeployed from, back to ready.
+	Image string `json:"image"`
+	Dir   string `json:"dir"` // everything of the run: data dir, disks, consoles, logs
 	// ReadyTimeout bounds each machine's enroll → ready.
 	ReadyTimeout time.Duration `json:"readyTimeout"`
 	// Verbose sends every process's log to the output, not only to Dir.
@@ -71,10 +76,15 @@ type MachineResult struct {
 	// starting its agent (the console says so), for the first ramdisk boot.
 	PowerOnToJoin time.Duration `json:"powerOnToJoin"`
 	EnrollToReady time.Duration `json:"enrollToReady"`
-	DiskZero      bool          `json:"diskZero"` // the disk file read back as zeros after the wipe
-	BMCCalls      []string      `json:"bmcCalls"`
-	Boots         []string      `json:"boots"` // device and end reason of each QEMU process
-	Error         string        `json:"error,omitempty"`
+	// With an Image: deploy → deployed, deploy → the OS on the console,
+	// and undeploy → ready.
+	DeployToDeployed time.Duration `json:"deployToDeployed"`
+	DeployToOSUp     time.Duration `json:"deployToOSUp"`
+	UndeployToReady  time.Duration `json:"undeployToReady"`
+	DiskZero         bool          `json:"diskZero"` // the disk file read back as zeros after the wipe
+	BMCCalls         []string      `json:"bmcCalls"`
+	Boots            []string      `json:"boots"` // device and end reason of each QEMU process
+	Error            string        `json:"error,omitempty"`
 }
 
 // Run builds the lab, runs the site in it and removes the lab, also on
@@ -113,6 +123,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if abs, err := filepath.Abs(cfg.RamdiskDir); err == nil {
 		cfg.RamdiskDir = abs
+	}
+	if abs, err := filepath.Abs(cfg.Image); err == nil && cfg.Image != "" {
+		cfg.Image = abs
 	}
 	return cfg
 }

@@ -36,6 +36,10 @@ const resultPrefix = "esite-result: "
 // Tools are the programs the site runs, by the Debian package that has them.
 var Tools = map[string]string{"ip": "iproute2", "dnsmasq": "dnsmasq-base", "qemu-system-x86_64": "qemu-system-x86"}
 
+// ImageTools are what mkimage.sh runs to build the OS image, by package.
+var ImageTools = map[string]string{"syslinux": "syslinux", "mcopy": "mtools", "mkfs.vfat": "dosfstools", "sfdisk": "fdisk",
+	"cpio": "cpio", "zstd": "zstd", "go": "golang (any Go; ./run sets the toolchain)"}
+
 // Check returns what this machine lacks to run the site (root, a tool, a
 // firmware or iPXE file, the ramdisk) and how to get it; "" when nothing.
 func Check(cfg Config) (need, fix string) {
@@ -57,6 +61,11 @@ func Check(cfg Config) (need, fix string) {
 	for _, f := range []string{"vmlinuz", "initrd.img"} {
 		if _, err := os.Stat(filepath.Join(cfg.RamdiskDir, f)); err != nil {
 			return filepath.Join(cfg.RamdiskDir, f), "./run ramdisk"
+		}
+	}
+	if cfg.Image != "" {
+		if _, err := os.Stat(cfg.Image); err != nil {
+			return cfg.Image, "./run emulated-site-image (deploy/examples/emulated-site/mkimage.sh)"
 		}
 	}
 	return "", ""

@@ -130,9 +130,10 @@ func allZero(path string) (bool, error) {
 	}
 }
 
-// toReady enrolls the machine by its BMC and waits for ready, then checks
-// what the machine went through: its disk file wiped, QEMU stopped.
-func (s *site) toReady(ctx context.Context, m *machine) MachineResult {
+// lifecycle enrolls the machine by its BMC and waits for ready, deploys
+// and undeploys it with an Image, then checks what the machine went
+// through: its disk file wiped, QEMU stopped.
+func (s *site) lifecycle(ctx context.Context, m *machine) MachineResult {
 	r := MachineResult{Name: m.spec.Name, Firmware: m.spec.Firmware}
 	watch := newConsoleWatch(m.q.Config().Console)
 	go watch.run(ctx)
@@ -149,6 +150,9 @@ func (s *site) toReady(ctx context.Context, m *machine) MachineResult {
 	r.State, err = s.wait(ctx, m.spec.Name, r.Node, "ready")
 	r.EnrollToReady = time.Since(enrolled)
 	r.PowerOnToJoin = powerOnToJoin(m.q.Boots(), watch.first())
+	if err == nil && s.cfg.Image != "" {
+		err = s.deployAndRelease(ctx, m, &r)
+	}
 	if err != nil {
 		r.Error = err.Error()
 	}
@@ -179,8 +183,12 @@ func (s *site) finish(m *machine, r *MachineResult) {
 		}
 		r.DiskZero = zero
 	}
-	s.say("%s: %s in %s; power-on to ramdisk joined %s; disk file wiped: %v; BMC calls %v; boots %v", m.spec.Name, r.State,
+	s.say("%s: %s; enroll → ready %s (power-on → ramdisk joined %s); disk file wiped: %v; BMC calls %v; boots %v", m.spec.Name, r.State,
 		r.EnrollToReady.Round(100*time.Millisecond), r.PowerOnToJoin.Round(100*time.Millisecond), r.DiskZero, r.BMCCalls, r.Boots)
+	if r.DeployToDeployed > 0 {
+		s.say("%s: deploy → deployed %s, → the OS up %s; undeploy → ready %s", m.spec.Name, r.DeployToDeployed.Round(100*time.Millisecond),
+			r.DeployToOSUp.Round(100*time.Millisecond), r.UndeployToReady.Round(100*time.Millisecond))
+	}
 }
 
 // powerOnToJoin is from the start of the latest boot before joined (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,7 +36,8 @@ type site struct {
 	siteID   string
 	poolID   string
 	machines []*machine
-	mu       sync.Mutex // serializes output lines
+	images   *http.Server // the OS image store, with Config.Image
+	mu       sync.Mutex   // serializes output lines
 }
 
 const hardwareConfig = `# Written by the emulated site.
@@ -62,7 +64,7 @@ func runSite(cfg Config, out io.Writer) Result {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res.Machines[i] = s.toReady(ctx, m)
+			res.Machines[i] = s.lifecycle(ctx, m)
 		}()
 	}
 	wg.Wait()
@@ -109,6 +111,11 @@ func (s *site) start(ctx context.Context) error {
 		return fmt.Errorf("pools.create: %w", err)
 	}
 	s.poolID = pool.Msg.Pool.Id
+	if s.cfg.Image != "" {
+		if err := s.registerImage(ctx); err != nil {
+			return err
+		}
+	}
 	for i, spec := range s.cfg.Machines {
 		m, err := s.newMachine(i, spec)
 		if err != nil {
@@ -183,6 +190,9 @@ func (s *site) startAgent(ctx context.Context) error {
 func (s *site) close() {
 	for _, m := range s.machines {
 		m.close()
+	}
+	if s.images != nil {
+		_ = s.images.Close()
 	}
 	if s.agent != nil {
 		s.agent.Stop()
