@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -167,7 +166,7 @@ func (s join) admit(ctx context.Context, m *v1.JoinRequest) (admission, error) {
 		}
 		return admission{role: pki.Role(m.Role), tenant: t.TenantID, site: t.SiteID, identity: t.NodeID, token: t.ID, ttl: ttl}, nil
 	}
-	return admission{}, errs.Invalid("role", "want site, ramdisk or node, got %q", m.Role)
+	return admission{}, errs.Invalid("role", "want site, ramdisk or node, got %s", quote(m.Role))
 }
 
 type secrets struct {
@@ -182,10 +181,9 @@ func (s secrets) Resolve(ctx context.Context, req *connect.Request[v1.ResolveSec
 	if !ok || role != pki.RoleSite {
 		return nil, errs.New(errs.Unauthenticated, "only a joined site agent resolves secrets (present its client certificate)")
 	}
-	rest, ok := strings.CutPrefix(req.Msg.Ref, "secret://")
-	tenant, id, ok2 := strings.Cut(rest, "/")
-	if !ok || !ok2 {
-		return nil, errs.Invalid("ref", "want secret://<tenant>/<id>")
+	tenant, id, err := parseSecretRef("ref", req.Msg.Ref)
+	if err != nil {
+		return nil, err
 	}
 	used, err := s.store.SecretUsedOnSite(ctx, tenant, req.Msg.Ref, site)
 	if err != nil {

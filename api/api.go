@@ -89,13 +89,14 @@ func (s *Server) Handler() http.Handler {
 }
 
 // handlerOptions are every service's options: the strict JSON codec, the
-// body limit, and the error mapping before the interceptors given.
+// body limit, the error mapping and the input check before the interceptors
+// given (so a malformed request never reaches the token lookup or a handler).
 func (s *Server) handlerOptions(interceptors ...connect.Interceptor) []connect.HandlerOption {
 	return []connect.HandlerOption{
 		connect.WithCodec(strictJSON{"json"}),
 		connect.WithCodec(strictJSON{"json; charset=utf-8"}),
 		connect.WithReadMaxBytes(MaxBodyBytes),
-		connect.WithInterceptors(append([]connect.Interceptor{errorInterceptor(s.log)}, interceptors...)...),
+		connect.WithInterceptors(append([]connect.Interceptor{errorInterceptor(s.log), inputInterceptor()}, interceptors...)...),
 	}
 }
 

@@ -87,5 +87,5 @@ func (s *Server) tenantOf(ctx context.Context, requested string) (string, error)
 }
 
 func notFoundTenant(t string) error {
-	return &errs.Error{Kind: errs.NotFound, Field: "tenantId", Msg: fmt.Sprintf("tenant %q not found", t)}
+	return &errs.Error{Kind: errs.NotFound, Field: "tenantId", Msg: fmt.Sprintf("tenant %s not found", quote(t))}
 }

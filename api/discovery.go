@@ -110,7 +110,7 @@ func sighting(field string, it *v1.DiscoverySighting) (store.Discovery, error) {
 	}
 	var c checks
 	if it.ClientUuid != "" && !uuidPattern.MatchString(it.ClientUuid) {
-		c.fail(field+".clientUuid", "not a UUID: %q", it.ClientUuid)
+		c.fail(field+".clientUuid", "not a UUID: %s", quote(it.ClientUuid))
 	}
 	if len(it.Arch) > 64 {
 		c.fail(field+".arch", "an architecture name of at most 64 bytes, got %d", len(it.Arch))

@@ -3,7 +3,9 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -36,8 +38,9 @@ var codes = map[errs.Kind]connect.Code{
 }
 
 // toConnect turns any error into a Connect error carrying an ErrorDetail.
-// Errors that are not ours are logged and answered as INTERNAL without their
-// text, so nothing unexpected (a query, a secret) reaches the client.
+// Errors that are not ours, and every INTERNAL, are logged with a request id
+// and answered as INTERNAL with only that id, so nothing unexpected (a query,
+// a secret) reaches the client and the operator can find the cause.
 func toConnect(ctx context.Context, log *slog.Logger, procedure string, err error) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) && !hasDetail(ce) {
@@ -51,8 +54,14 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 		if ctx.Err() != nil {
 			return connect.NewError(connect.CodeCanceled, ctx.Err())
 		}
-		log.ErrorContext(ctx, "internal error", "procedure", procedure, "err", err)
-		e = errs.New(errs.Internal, "internal error; see the control plane's log")
+		e = errs.Wrap(errs.Internal, err, "internal error")
+	}
+	if e.Kind == errs.Internal {
+		// Logged here, once, whoever made it; the caller gets the id to
+		// quote, never the cause (a query, a secret).
+		id := requestID()
+		log.ErrorContext(ctx, "internal error", "procedure", procedure, "requestId", id, "err", err)
+		e = errs.New(errs.Internal, "internal error; the control plane's log has it under requestId %s", id)
 	}
 	code, ok := codes[e.Kind]
 	if !ok {
@@ -154,4 +163,11 @@ func (e *errorRecorder) finish(procedure string) {
 	e.ResponseWriter.Header().Del("Content-Length")
 	e.ResponseWriter.WriteHeader(e.status)
 	_, _ = e.ResponseWriter.Write(out)
+}
+
+// requestID names one logged failure: "req_" and 16 hex digits.
+func requestID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "req_" + hex.EncodeToString(b)
 }

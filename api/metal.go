@@ -85,24 +85,23 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 		c.fail("bmc.credentials", "give both username and password")
 	case creds == nil && !refPattern.MatchString(b.GetCredentialsRef()):
 		c.fail("bmc.credentialsRef", "want a secret://, env:// or vault:// reference")
-	case strings.HasPrefix(b.GetCredentialsRef(), "secret://") && !strings.HasPrefix(b.GetCredentialsRef(), "secret://"+tenant+"/"):
-		c.fail("bmc.credentialsRef", "a secret:// reference names a secret of this tenant: secret://%s/<id>", tenant)
 	}
+	c.credentialsRef(tenant, b.GetCredentialsRef())
 	macs := make([]string, 0, len(m.Macs))
 	for i, raw := range m.Macs {
 		mac, err := bmc.ParseMAC(fmt.Sprintf("macs[%d]", i), raw)
 		if err != nil {
-			c.fail(fmt.Sprintf("macs[%d]", i), "not a MAC address: %q", raw)
+			c.fail(fmt.Sprintf("macs[%d]", i), "not a MAC address: %s", quote(raw))
 			continue
 		}
 		macs = append(macs, mac)
 	}
 	if m.ProductUuid != "" && !uuidPattern.MatchString(m.ProductUuid) {
-		c.fail("productUuid", "not a UUID: %q", m.ProductUuid)
+		c.fail("productUuid", "not a UUID: %s", quote(m.ProductUuid))
 	}
 	for i, a := range m.Addresses {
 		if _, err := netip.ParseAddr(a); err != nil {
-			c.fail(fmt.Sprintf("addresses[%d]", i), "not an IP address: %q", a)
+			c.fail(fmt.Sprintf("addresses[%d]", i), "not an IP address: %s", quote(a))
 		}
 	}
 	if c.err != nil {
@@ -130,15 +129,18 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 // checkCredentialsRef refuses, before any node exists, a reference the site
 // could not resolve: vault:// (no Vault-compatible server is supported yet)
 // and a secret:// that names no secret of the tenant. env:// is read by the
-// site agent from its own environment: only the site can check it.
+// site agent from its own environment: the API checks only its prefix.
 func (s metal) checkCredentialsRef(ctx context.Context, tenant, ref string) error {
 	if strings.HasPrefix(ref, "vault://") {
 		return &errs.Error{Kind: errs.Unsupported, Field: "bmc.credentialsRef",
 			Msg: "vault:// credentials are not supported yet: store them with 'better-compute secrets put NAME --from-file F' and give secret://" + tenant + "/NAME, or use env://"}
 	}
-	key, ok := strings.CutPrefix(ref, "secret://"+tenant+"/")
-	if !ok {
+	if !strings.HasPrefix(ref, "secret://") {
 		return nil
+	}
+	_, key, err := parseSecretRef("bmc.credentialsRef", ref)
+	if err != nil {
+		return err
 	}
 	exists, err := s.store.SecretExists(ctx, tenant, key)
 	if err != nil {
@@ -242,7 +244,7 @@ func (s metal) node(ctx context.Context, tenant, id string) (store.Node, error) 
 		return store.Node{}, err
 	}
 	if !ids.Valid(ids.Node, id) {
-		return store.Node{}, errs.Invalid("nodeId", "want an id like node_01k5w…, got %q", id)
+		return store.Node{}, errs.Invalid("nodeId", "want an id like node_01k5w…, got %s", quote(id))
 	}
 	return s.store.GetNode(ctx, t, id)
 }

@@ -102,7 +102,7 @@ func (s images) Register(ctx context.Context, req *connect.Request[v1.RegisterIm
 	}
 	c.sourceURL("source", m.Source)
 	if !digestPattern.MatchString(m.Digest) {
-		c.fail("digest", "want sha256:<64 lowercase hex> of the file as served, got %q", m.Digest)
+		c.fail("digest", "want sha256:<64 lowercase hex> of the file as served, got %s", quote(m.Digest))
 	}
 	c.oneOf("format", m.Format, "raw", "iso")
 	c.oneOf("compression", m.Compression, "none", "gzip", "zstd", "xz")

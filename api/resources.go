@@ -21,7 +21,7 @@ func (s tenants) Create(ctx context.Context, req *connect.Request[v1.CreateTenan
 		return nil, errs.New(errs.PermissionDenied, "only a root token creates tenants")
 	}
 	if !tenantPattern.MatchString(req.Msg.Id) {
-		return nil, errs.Invalid("id", "a tenant id is 2-63 lowercase letters, digits or '-', starting with a letter, got %q", req.Msg.Id)
+		return nil, errs.Invalid("id", "a tenant id is 2-63 lowercase letters, digits or '-', starting with a letter, got %s", quote(req.Msg.Id))
 	}
 	if err := s.store.CreateTenant(ctx, req.Msg.Id); err != nil {
 		return nil, err
@@ -114,8 +114,11 @@ func (s siteTokens) Create(ctx context.Context, req *connect.Request[v1.CreateSi
 	}
 	var c checks
 	c.id("siteId", ids.Site, m.SiteId)
-	ttl := time.Duration(m.TtlSeconds) * time.Second
-	if ttl < minTokenTTL || ttl > maxTokenTTL {
+	// Bounded before the multiplication: a huge count would wrap to a valid TTL.
+	ttl := time.Duration(0)
+	if m.TtlSeconds >= int64(minTokenTTL.Seconds()) && m.TtlSeconds <= int64(maxTokenTTL.Seconds()) {
+		ttl = time.Duration(m.TtlSeconds) * time.Second
+	} else {
 		c.fail("ttlSeconds", "want %d to %d seconds, got %d", int(minTokenTTL.Seconds()), int(maxTokenTTL.Seconds()), m.TtlSeconds)
 	}
 	c.key("key", m.Key)

@@ -81,6 +81,12 @@ func TestEnrollChecksReferences(t *testing.T) {
 		{"redfish", "10.0.0.5", "secret://acme/bmc-2", "INVALID_INPUT", "bmc.credentialsRef"},
 		{"redfish", "10.0.0.5", "secret://acme/root-only", "INVALID_INPUT", "bmc.credentialsRef"},
 		{"redfish", "10.0.0.5", "secret://root/root-only", "INVALID_INPUT", "bmc.credentialsRef"},
+		{"redfish", "10.0.0.5", "secret://acme/../root/root-only", "INVALID_INPUT", "bmc.credentialsRef"},
+		{"redfish", "10.0.0.5", "secret://acme/bmc-1/x", "INVALID_INPUT", "bmc.credentialsRef"},
+		{"redfish", "10.0.0.5", "env://PATH", "INVALID_INPUT", "bmc.credentialsRef"},
+		{"redfish", "10.0.0.5", "env://BMC", "INVALID_INPUT", "bmc.credentialsRef"},
+		{"redfish", "10.0.0.5", "env://BCD_SECRET_", "INVALID_INPUT", "bmc.credentialsRef"},
+		{"redfish", "10.0.0.5", "env://BCD_SECRET_../PATH", "INVALID_INPUT", "bmc.credentialsRef"},
 		{"idrac", "10.0.0.5", "secret://acme/bmc-1", "INVALID_INPUT", "bmc.driver"},
 		{"ipmi", "https://10.0.0.5/redfish/v1/Systems/1", "secret://acme/bmc-1", "INVALID_INPUT", "bmc.address"},
 		{"redfish", "10.0.0.5/x", "secret://acme/bmc-1", "INVALID_INPUT", "bmc.address"},
@@ -110,5 +116,11 @@ func TestEnrollChecksReferences(t *testing.T) {
 	code, out := e.call(e.acme, secretsDelete, `{"name":"bmc-1"}`)
 	if msg, _ := out["message"].(string); code != 400 || kindOf(out) != "INVALID_STATE" || !strings.Contains(msg, node) {
 		t.Errorf("secrets.delete(bmc-1) in use = %d %s %q, want INVALID_STATE naming %s", code, kindOf(out), msg, node)
+	}
+	// env:// with the site's fixed prefix passes the API's check.
+	body = fmt.Sprintf(`{"siteId":%q,"poolId":%q,"macs":["b8:ce:f6:00:00:02"],"bmc":{"address":"10.0.0.6","driver":"redfish","credentialsRef":"env://BCD_SECRET_BMC"}}`,
+		site, pool)
+	if _, out := e.call(e.acme, metalEnroll, body); field(out) == "bmc.credentialsRef" {
+		t.Errorf("enroll(env://BCD_SECRET_BMC) = %v, want the reference accepted", out)
 	}
 }

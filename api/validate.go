@@ -29,19 +29,19 @@ func (c *checks) fail(field, format string, args ...any) {
 
 func (c *checks) id(field, prefix, v string) {
 	if !ids.Valid(prefix, v) {
-		c.fail(field, "want an id like %s_01k5w…, got %q", prefix, v)
+		c.fail(field, "want an id like %s_01k5w…, got %s", prefix, quote(v))
 	}
 }
 
 func (c *checks) name(field, v string) {
 	if !namePattern.MatchString(v) {
-		c.fail(field, "want 1-63 lowercase letters, digits or '-', got %q", v)
+		c.fail(field, "want 1-63 lowercase letters, digits or '-', got %s", quote(v))
 	}
 }
 
 func (c *checks) oneOf(field, v string, allowed ...string) {
 	if !slices.Contains(allowed, v) {
-		c.fail(field, "want one of %s, got %q", strings.Join(allowed, ", "), v)
+		c.fail(field, "want one of %s, got %s", strings.Join(allowed, ", "), quote(v))
 	}
 }
 
@@ -66,7 +66,7 @@ func (c *checks) sourceURL(field, v string) {
 	case err != nil:
 		c.fail(field, "not a URL: %v", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		c.fail(field, "want an http or https URL, got scheme %q", u.Scheme)
+		c.fail(field, "want an http or https URL, got scheme %s", quote(u.Scheme))
 	case u.Host == "":
 		c.fail(field, "the URL has no host")
 	case u.User != nil:
@@ -81,11 +81,29 @@ func (c *checks) cidrs(field string, vs []string) {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		switch {
 		case err != nil:
-			c.fail(f, "not a CIDR: %q", v)
+			c.fail(f, "not a CIDR: %s", quote(v))
 		case !p.Addr().Is4():
-			c.fail(f, "want an IPv4 CIDR, got %q", v)
+			c.fail(f, "want an IPv4 CIDR, got %s", quote(v))
 		case p.Masked() != p:
-			c.fail(f, "host bits set in %q; did you mean %s?", v, p.Masked())
+			c.fail(f, "host bits set in %s; did you mean %s?", quote(v), p.Masked())
 		}
+	}
+}
+
+// credentialsRef checks a reference's form: secret:// strictly and of this
+// tenant, env:// with the allowed prefix; the site resolves it later.
+func (c *checks) credentialsRef(tenant, ref string) {
+	var err error
+	switch {
+	case strings.HasPrefix(ref, "secret://"):
+		var t string
+		if t, _, err = parseSecretRef("bmc.credentialsRef", ref); err == nil && t != tenant {
+			err = errs.Invalid("bmc.credentialsRef", "a secret:// reference names a secret of this tenant: secret://%s/<name>", tenant)
+		}
+	case strings.HasPrefix(ref, "env://"):
+		err = checkEnvRef("bmc.credentialsRef", ref)
+	}
+	if err != nil && c.err == nil {
+		c.err = err
 	}
 }

@@ -35,7 +35,7 @@ func (s workflows) List(ctx context.Context, req *connect.Request[v1.ListWorkflo
 	query := fmt.Sprintf("TenantId = %s", quoteQuery(t))
 	if n := req.Msg.NodeId; n != "" {
 		if !ids.Valid(ids.Node, n) {
-			return nil, errs.Invalid("nodeId", "want an id like node_01k5w…, got %q", n)
+			return nil, errs.Invalid("nodeId", "want an id like node_01k5w…, got %s", quote(n))
 		}
 		query += fmt.Sprintf(" AND NodeId = %s", quoteQuery(n))
 	}
@@ -72,7 +72,7 @@ func (s workflows) Get(ctx context.Context, req *connect.Request[v1.GetWorkflowR
 		return nil, errs.Invalid("workflowId", "name the workflow")
 	}
 	d, err := s.temporal.DescribeWorkflowExecution(ctx, req.Msg.WorkflowId, req.Msg.RunId)
-	notFound := errs.New(errs.NotFound, "workflow %q not found", req.Msg.WorkflowId)
+	notFound := errs.New(errs.NotFound, "workflow %s not found", quote(req.Msg.WorkflowId))
 	if err != nil {
 		var missing *serviceerror.NotFound
 		if errors.As(err, &missing) {

@@ -56,6 +56,11 @@ func RamdiskKinds() []string {
 // SiteTaskQueue is the task queue a site's agents serve.
 func SiteTaskQueue(siteID string) string { return "site/" + siteID }
 
+// EnvSecretPrefix starts every env:// credentials variable the API accepts
+// and a site agent resolves without being told (bcd site --allow-env names
+// others), so env:// never reads the rest of the agent's environment.
+const EnvSecretPrefix = "BCD_SECRET_"
+
 // BMCTarget says which BMC a command drives. Credentials are a reference
 // (secret://, env://, vault://) resolved by the site agent where it is used;
 // they never travel in clear.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/cipher"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -56,7 +57,8 @@ func (s *Store) Close() { s.pool.Close() }
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // dbError turns a failure of the database into our error: a unique key taken is
-// ALREADY_EXISTS, another query PostgreSQL refused is a bug (INTERNAL); anything else means the database is unreachable or
+// ALREADY_EXISTS, a value it cannot store is INVALID_INPUT (final), another
+// query PostgreSQL refused is a bug (INTERNAL); anything else means the database is unreachable or
 // the call was cancelled (UNAVAILABLE). Our own errors pass through.
 func dbError(op string, err error) error {
 	if err == nil {
@@ -70,10 +72,22 @@ func dbError(op string, err error) error {
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
 		return errs.New(errs.AlreadyExists, "the object exists already (%s)", pgErr.ConstraintName).WithOp(op)
 	}
+	if errors.As(err, &pgErr) && badData(pgErr.Code) {
+		// Bad data is final: retrying the same value fails the same way.
+		return errs.New(errs.InvalidInput, "the database refused a value (SQLSTATE %s: %s)", pgErr.Code, pgErr.Message).WithOp(op)
+	}
 	if errors.As(err, &pgErr) {
 		return errs.Wrap(errs.Internal, err, "the database refused the query").WithOp(op)
 	}
 	return errs.Wrap(errs.Unavailable, err, "the database did not answer; retry later").WithOp(op)
+}
+
+// badData reports whether a SQLSTATE says the value, not the query or the
+// database, is at fault: class 22 (data exception: invalid byte sequence,
+// NUL in text, a string too long, a number out of range) and 54000 (a value
+// over a PostgreSQL limit, such as an index row too large).
+func badData(code string) bool {
+	return strings.HasPrefix(code, "22") || code == "54000"
 }
 
 // violated returns the constraint a failed statement violated, and whether it was

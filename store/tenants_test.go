@@ -60,3 +60,18 @@ func TestAPITokens(t *testing.T) {
 	_, _, err = s.LookupAPIToken(ctx, []byte("hash-a"))
 	wantKind(t, "LookupAPIToken(revoked)", err, errs.NotFound)
 }
+
+// TestBadTextIsInvalidInput: a value PostgreSQL cannot store (a NUL in text,
+// SQLSTATE 22021) is INVALID_INPUT, final, not INTERNAL that a workflow
+// would retry for minutes.
+func TestBadTextIsInvalidInput(t *testing.T) {
+	t.Parallel()
+	s := testpg.New(t)
+	ctx := t.Context()
+	wantKind(t, "CreateTenant(NUL)", s.CreateTenant(ctx, "a\x00b"), errs.InvalidInput)
+	_, err := s.TenantExists(ctx, "a\x00b")
+	wantKind(t, "TenantExists(NUL)", err, errs.InvalidInput)
+	if errs.InvalidInput.Retryable() {
+		t.Errorf("INVALID_INPUT.Retryable() = true, want false")
+	}
+}
