@@ -70,6 +70,10 @@ type Config struct {
 	TemporalTLS bool
 	// LookupEnv resolves env:// credentials; os.LookupEnv when nil.
 	LookupEnv func(string) (string, bool)
+	// AllowEnv names the variables env:// credentials may read besides
+	// BCD_SECRET_*; the API accepts only BCD_SECRET_* at enroll, so another
+	// name serves nodes written to the database by other means (older nodes).
+	AllowEnv []string
 	// DisableWorker skips the Temporal worker: tests and emulation drive
 	// Agent.Activities directly.
 	DisableWorker bool
@@ -272,7 +276,7 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	}
 	a.attempts = site.NewAttemptsClient(cp, a.cfg.ControlPlaneURL)
 	a.acts = &site.Activities{
-		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv,
+		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv, AllowEnv: a.cfg.AllowEnv,
 		Boot: a.boot, Cache: a.cache, Relay: a.relay, BootStall: a.cfg.BootStall, Logger: a.log,
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -12,7 +14,10 @@ import (
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
 )
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // credentials resolves a BMC credentials reference. Neither the values nor
 // the variable's content ever reach an error message or a log.
@@ -39,6 +44,12 @@ func (a *Activities) envCredentials(name string) (bmc.Credentials, error) {
 	if a.LookupEnv == nil {
 		return bmc.Credentials{}, errs.New(errs.Unsupported, "this site agent does not read env:// credentials")
 	}
+	if !a.envAllowed(name) {
+		// Checked before the lookup: the answer says nothing of the variable.
+		return bmc.Credentials{}, errs.Invalid("bmc.credentialsRef",
+			"env://%s is not allowed on this site: the site agent reads only %s<NAME> variables and those named by 'bcd site --allow-env NAME'",
+			name, kinds.EnvSecretPrefix)
+	}
 	v, ok := a.LookupEnv(name)
 	if !ok || v == "" {
 		return bmc.Credentials{}, errs.New(errs.NotFound,
@@ -50,6 +61,16 @@ func (a *Activities) envCredentials(name string) (bmc.Credentials, error) {
 			"environment variable %s must hold username:password", name)
 	}
 	return bmc.Credentials{Username: user, Password: pass}, nil
+}
+
+// envAllowed reports whether env://name may be read: a variable with the
+// fixed prefix, or one the operator listed, never the rest of the agent's
+// environment (PATH, its tokens).
+func (a *Activities) envAllowed(name string) bool {
+	if !envName.MatchString(name) {
+		return false
+	}
+	return (strings.HasPrefix(name, kinds.EnvSecretPrefix) && name != kinds.EnvSecretPrefix) || slices.Contains(a.AllowEnv, name)
 }
 
 func (a *Activities) secretCredentials(ctx context.Context, ref string) (bmc.Credentials, error) {

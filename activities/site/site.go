@@ -69,9 +69,12 @@ type Activities struct {
 	Secrets SecretResolver           // secret:// references
 	// LookupEnv reads env:// references; the site agent passes os.LookupEnv.
 	LookupEnv func(name string) (string, bool)
-	Boot      BootTable
-	Cache     ImageCache
-	Relay     Relay
+	// AllowEnv names the variables env:// may read besides those starting
+	// with kinds.EnvSecretPrefix (bcd site --allow-env).
+	AllowEnv []string
+	Boot     BootTable
+	Cache    ImageCache
+	Relay    Relay
 	// BootStall is how long a ramdisk boot may show no new milestone (PXE
 	// answer, script, kernel, initramfs, relay) before a command waiting for
 	// its ramdisk fails with BOOT_STALLED; DefaultBootStall when zero.

@@ -66,10 +66,10 @@ func TestBMCActivitiesAgainstEmulatedBMC(t *testing.T) {
 	b := startBMC(t)
 	a := &Activities{
 		Drivers:   map[string]DriverFactory{bmc.DriverRedfish: redfishFactory},
-		LookupEnv: envLookup(map[string]string{"BMC_CREDS": "admin:s3cret"}),
+		LookupEnv: envLookup(map[string]string{"BCD_SECRET_BMC_CREDS": "admin:s3cret"}),
 	}
 	env := testEnv(t, a)
-	target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://BMC_CREDS"}
+	target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://BCD_SECRET_BMC_CREDS"}
 
 	v, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOn})
 	if err != nil {
@@ -107,7 +107,7 @@ func TestBMCActivityFailures(t *testing.T) {
 	b := startBMC(t)
 	a := &Activities{
 		Drivers:   map[string]DriverFactory{bmc.DriverRedfish: redfishFactory},
-		LookupEnv: envLookup(map[string]string{"GOOD": "admin:s3cret", "NOCOLON": "admin", "WRONG": "admin:not-it"}),
+		LookupEnv: envLookup(map[string]string{"BCD_SECRET_GOOD": "admin:s3cret", "BCD_SECRET_NOCOLON": "admin", "BCD_SECRET_WRONG": "admin:not-it"}),
 	}
 	env := testEnv(t, a)
 	tests := []struct {
@@ -116,15 +116,15 @@ func TestBMCActivityFailures(t *testing.T) {
 		wantKind    errs.Kind
 		wantNoRetry bool
 	}{
-		{"ipmi driver absent", kinds.BMCTarget{Address: "ipmi://10.0.0.1", CredentialsRef: "env://GOOD"}, errs.Unsupported, true},
-		{"env var unset", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://MISSING"}, errs.NotFound, true},
-		{"env var without colon", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://NOCOLON"}, errs.InvalidInput, true},
+		{"ipmi driver absent", kinds.BMCTarget{Address: "ipmi://10.0.0.1", CredentialsRef: "env://BCD_SECRET_GOOD"}, errs.Unsupported, true},
+		{"env var unset", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://BCD_SECRET_MISSING"}, errs.NotFound, true},
+		{"env var without colon", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://BCD_SECRET_NOCOLON"}, errs.InvalidInput, true},
 		{"vault", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "vault://kv/bmc"}, errs.Unsupported, true},
 		{"secret without service", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "secret://bmc/1"}, errs.Unsupported, true},
 		{"bare ref", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "admin:s3cret"}, errs.InvalidInput, true},
-		{"bad address", kinds.BMCTarget{Address: "ftp://x", CredentialsRef: "env://GOOD"}, errs.InvalidInput, true},
+		{"bad address", kinds.BMCTarget{Address: "ftp://x", CredentialsRef: "env://BCD_SECRET_GOOD"}, errs.InvalidInput, true},
 		// final, so Temporal does not retry a wrong password into a locked BMC account
-		{"wrong password", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://WRONG"}, errs.Unauthenticated, true},
+		{"wrong password", kinds.BMCTarget{Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://BCD_SECRET_WRONG"}, errs.Unauthenticated, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,10 +157,10 @@ func TestSetPowerRecordsConfirmation(t *testing.T) {
 	t.Cleanup(func() { b.Close() })
 	a := &Activities{
 		Drivers:   map[string]DriverFactory{bmc.DriverRedfish: redfishFactory},
-		LookupEnv: envLookup(map[string]string{"BMC_CREDS": "admin:s3cret"}),
+		LookupEnv: envLookup(map[string]string{"BCD_SECRET_BMC_CREDS": "admin:s3cret"}),
 	}
 	env := testEnv(t, a)
-	target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://BMC_CREDS"}
+	target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "env://BCD_SECRET_BMC_CREDS"}
 	v, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOn})
 	if err != nil {
 		t.Fatalf("power.setPower(on) = %v", err)

@@ -18,13 +18,13 @@ import (
 func TestDriversReachIPMI(t *testing.T) {
 	s := ipmisim.Start(t, ipmisim.Config{})
 	a := &site.Activities{Drivers: drivers(), LookupEnv: func(k string) (string, bool) {
-		return ipmisim.User + ":" + ipmisim.Password, k == "BMC"
+		return ipmisim.User + ":" + ipmisim.Password, k == "BCD_SECRET_BMC"
 	}}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	a.Register(env)
 	for _, addr := range []string{s.Address(), "127.0.0.1:" + strconv.Itoa(s.Port())} { // with and without the scheme
-		target := kinds.BMCTarget{NodeID: "node_1", Address: addr, Driver: bmc.DriverIPMI, CredentialsRef: "env://BMC"}
+		target := kinds.BMCTarget{NodeID: "node_1", Address: addr, Driver: bmc.DriverIPMI, CredentialsRef: "env://BCD_SECRET_BMC"}
 		v, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOn})
 		if err != nil {
 			t.Fatalf("power.setPower(on) at %s = %v", addr, err)

@@ -101,6 +101,8 @@ func app() *cli.App {
 					&cli.StringFlag{Name: "ipxe-efi", Value: pxe.DefaultEFIFile, Usage: "iPXE for x86-64 UEFI, served over TFTP (snponly.efi or ipxe.efi)"},
 					&cli.StringFlag{Name: "metrics-listen", Value: "off",
 						Usage: "serve Prometheus /metrics here (e.g. 127.0.0.1:9091); off for none"},
+					&cli.StringSliceFlag{Name: "allow-env",
+						Usage: "an env:// credentials variable to read besides BCD_SECRET_* (repeatable; the API accepts only BCD_SECRET_* at enroll, so this serves nodes enrolled before that rule)"},
 					logLevel, logFormat,
 				},
 				Action: func(c *cli.Context) error {
@@ -110,7 +112,7 @@ func app() *cli.App {
 						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"), BootStall: c.Duration("boot-stall"),
 						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
 							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
-						MetricsListen: c.String("metrics-listen"), Drivers: drivers(), Logger: logger(c)})
+						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), Drivers: drivers(), Logger: logger(c)})
 				},
 			},
 			{
