@@ -1,42 +1,119 @@
 package site
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/pki"
 )
 
-// TestEnvAllowList: env:// reads a variable of the agent only with the
-// BCD_SECRET_ prefix or named by AllowEnv; any other (PATH, the agent's own
-// tokens) is INVALID_INPUT even when set and holding username:password,
-// whatever the API let through.
-func TestEnvAllowList(t *testing.T) {
-	b := startBMC(t)
-	vars := map[string]string{"PATH": "admin:s3cret", "LEGACY_BMC": "admin:s3cret", "BCD_SECRET_BMC": "admin:s3cret", "BCD_SECRET_": "admin:s3cret"}
-	a := &Activities{
-		Drivers:   map[string]DriverFactory{bmc.DriverRedfish: redfishFactory},
-		LookupEnv: envLookup(vars),
-		AllowEnv:  []string{"LEGACY_BMC"},
+const trustDomain = "site.example.test"
+
+// secrets is a SecretsService that answers only verified site agents.
+type secrets struct {
+	ca    *pki.CA
+	calls atomic.Int32
+}
+
+func (s *secrets) Resolve(_ context.Context, req *connect.Request[v1.ResolveSecretRequest]) (*connect.Response[v1.ResolveSecretResponse], error) {
+	s.calls.Add(1)
+	switch req.Msg.GetRef() {
+	case "secret://bmc/r1":
+		return connect.NewResponse(&v1.ResolveSecretResponse{Values: map[string]string{"username": "admin", "password": "s3cret"}}), nil
+	case "secret://denied":
+		ce := connect.NewError(connect.CodePermissionDenied, errs.New(errs.PermissionDenied, "not this site's secret"))
+		if d, err := connect.NewErrorDetail(&v1.ErrorDetail{Kind: string(errs.PermissionDenied)}); err == nil {
+			ce.AddDetail(d)
+		}
+		return nil, ce
 	}
+	return nil, connect.NewError(connect.CodeNotFound, errs.New(errs.NotFound, "no such secret"))
+}
+
+// startSecrets serves SecretsService over mTLS with a pki-issued certificate
+// and returns a SecretsClient presenting a site agent's certificate.
+func startSecrets(t *testing.T) (*SecretsClient, *secrets) {
+	t.Helper()
+	ca, err := pki.Init(t.TempDir(), trustDomain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &secrets{ca: ca}
+	mux := http.NewServeMux()
+	path, h := bettercomputev1connect.NewSecretsServiceHandler(svc)
+	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if role, _, err := pki.PeerIdentity(*r.TLS, trustDomain); err != nil || role != pki.RoleSite {
+			http.Error(w, "site agents only", http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	srv := httptest.NewUnstartedServer(mux)
+	skey, skeyPEM, _ := pki.NewKey()
+	scert, err := ca.IssueServer(skey.Public(), pki.RoleControlPlane, "cp-1", []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.TLS, err = ca.ServerTLS(scert, skeyPEM); err != nil {
+		t.Fatal(err)
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	key, keyPEM, _ := pki.NewKey()
+	cert, err := ca.Issue(key.Public(), pki.RoleSite, "site_1", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := pki.ClientTLS(ca.Pool(), cert, keyPEM, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	t.Cleanup(hc.CloseIdleConnections)
+	return NewSecretsClient(hc, srv.URL), svc
+}
+
+func TestSecretCredentials(t *testing.T) {
+	b := startBMC(t)
+	sc, svc := startSecrets(t)
+	a := &Activities{Drivers: map[string]DriverFactory{bmc.DriverRedfish: redfishFactory}, Secrets: sc}
 	env := testEnv(t, a)
-	for _, tc := range []struct {
-		ref, wantKind string // "" is success
+	target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: "redfish"}
+
+	target.CredentialsRef = "secret://bmc/r1"
+	if _, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOn}); err != nil {
+		t.Fatalf("power.setPower with secret:// = %v", err)
+	}
+	if got := b.State().Power; got != bmc.On {
+		t.Errorf("BMC power = %s, want on", got)
+	}
+	tests := []struct {
+		ref  string
+		want errs.Kind
 	}{
-		{"env://BCD_SECRET_BMC", ""},
-		{"env://LEGACY_BMC", ""},
-		{"env://PATH", "INVALID_INPUT"},
-		{"env://BCD_SECRET_", "INVALID_INPUT"},
-		{"env://BCD_SECRET_BMC=x", "INVALID_INPUT"},
-	} {
-		target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: "redfish", CredentialsRef: tc.ref}
-		_, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOn})
-		got := ""
-		if err != nil {
-			got, _ = appError(t, err)
+		{"secret://missing", errs.NotFound},
+		{"secret://denied", errs.PermissionDenied},
+	}
+	for _, tt := range tests {
+		target.CredentialsRef = tt.ref
+		_, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOff})
+		if typ, _ := appError(t, err); typ != string(tt.want) {
+			t.Errorf("power.setPower(%s) = %s, want %s", tt.ref, typ, tt.want)
 		}
-		if got != tc.wantKind {
-			t.Errorf("power.setPower(%s) = %q (%v), want %q", tc.ref, got, err, tc.wantKind)
-		}
+	}
+	if got := svc.calls.Load(); got != 3 {
+		t.Errorf("SecretsService calls = %d, want 3", got)
 	}
 }
