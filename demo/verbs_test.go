@@ -442,6 +442,17 @@ func testAbort(t *testing.T, d *demo.Demo, name, id string) {
 	if _, err := d.API.Metal.Abort(ctx, connect.NewRequest(&v1.AbortRequest{NodeId: id})); code(err) != "INVALID_INPUT" || errField(err) != "reason" {
 		t.Errorf("metal.abort without a reason = %v (%s), want INVALID_INPUT naming reason", err, code(err))
 	}
+	// A NUL once passed here and wedged the node: its state update failed
+	// INTERNAL, retried for minutes, and left it with no workflow.
+	for _, reason := range []string{"wrong\x00image", "line\nbreak", strings.Repeat("r", 2048)} {
+		_, err := d.API.Metal.Abort(ctx, connect.NewRequest(&v1.AbortRequest{NodeId: id, Reason: reason}))
+		if code(err) != "INVALID_INPUT" || errField(err) != "reason" {
+			t.Errorf("metal.abort(reason %.12q) = %v (%s), want INVALID_INPUT naming reason", reason, err, code(err))
+		}
+	}
+	if n := node(t, d, id); n.State != "deploying" {
+		t.Errorf("node after refused aborts = %s, want deploying, untouched", n.State)
+	}
 	if _, err := d.API.Metal.Abort(ctx, connect.NewRequest(&v1.AbortRequest{NodeId: id, Reason: "wrong image"})); err != nil {
 		t.Fatalf("metal.abort = %v", err)
 	}
