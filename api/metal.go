@@ -45,15 +45,15 @@ func (s metal) Enroll(ctx context.Context, req *connect.Request[v1.EnrollRequest
 	if err != nil {
 		return nil, err
 	}
+	var node store.Node
 	if creds != nil {
+		// The sealed password and the node are one transaction: a refused
+		// enroll (the BMC is enrolled already) leaves nothing behind.
 		b, _ := json.Marshal(map[string]string{"username": creds.Username, "password": creds.Password})
-		id, err := s.store.CreateSecret(ctx, t, b)
-		if err != nil {
-			return nil, err
-		}
-		n.BMCCredentialsRef = "secret://" + t + "/" + id
+		node, err = s.store.CreateNodeWithSecret(ctx, n, b)
+	} else {
+		node, err = s.store.CreateNode(ctx, n)
 	}
-	node, err := s.store.CreateNode(ctx, n)
 	if err != nil {
 		return nil, err
 	}

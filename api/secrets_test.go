@@ -124,3 +124,25 @@ func TestEnrollChecksReferences(t *testing.T) {
 		t.Errorf("enroll(env://BCD_SECRET_BMC) = %v, want the reference accepted", out)
 	}
 }
+
+// TestFailedEnrollWritesNothing: an enroll the store refuses (the BMC is
+// enrolled already) leaves no sealed password behind; it once left one a try.
+func TestFailedEnrollWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	site := nested(e.ok(e.acme, sitesCreate, `{"kind":"shared","region":"lab-1"}`), "site", "id")
+	pool := nested(e.ok(e.acme, poolsCreate, fmt.Sprintf(`{"siteId":%q,"class":"metal-host"}`, site)), "pool", "id")
+	body := fmt.Sprintf(`{"siteId":%q,"poolId":%q,"macs":["b8:ce:f6:00:00:01"],"bmc":{"address":"10.0.0.5","driver":"redfish","credentials":{"username":"admin","password":"s3cret"}}}`,
+		site, pool)
+	e.call(e.acme, metalEnroll, body) // creates the node; no Temporal to start its workflow
+	before := rowCounts(t, e.store)
+	for i := range 3 {
+		if code, out := e.call(e.acme, metalEnroll, body); kindOf(out) != "ALREADY_EXISTS" {
+			t.Fatalf("enroll #%d of the same BMC = %d %v, want ALREADY_EXISTS", i+2, code, out)
+		}
+	}
+	if after := rowCounts(t, e.store); after["secrets"] != before["secrets"] || after["metal_nodes"] != before["metal_nodes"] {
+		t.Errorf("rows after 3 refused enrolls: secrets %d, nodes %d; want %d, %d",
+			after["secrets"], after["metal_nodes"], before["secrets"], before["metal_nodes"])
+	}
+}

@@ -48,11 +48,20 @@ func scanNode(row pgx.Row) (Node, error) {
 // CreateNode inserts a node in state enrolling. The same BMC enrolled twice
 // on a site is ALREADY_EXISTS; a pool or site of another tenant is NOT_FOUND.
 func (s *Store) CreateNode(ctx context.Context, n Node) (Node, error) {
+	return createNode(ctx, s.pool, n)
+}
+
+// rowQuerier is the pool or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func createNode(ctx context.Context, q rowQuerier, n Node) (Node, error) {
 	const op = "store.CreateNode"
 	if n.MACs == nil {
 		n.MACs = []string{}
 	}
-	out, err := scanNode(s.pool.QueryRow(ctx, `
+	out, err := scanNode(q.QueryRow(ctx, `
 		INSERT INTO metal_nodes (id, tenant_id, site_id, pool_id, state, bmc_address, bmc_driver,
 			bmc_credentials_ref, macs, product_uuid)
 		VALUES ($1, $2, $3, $4, 'enrolling', $5, $6, $7, $8, $9)

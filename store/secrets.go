@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
 )
@@ -117,4 +119,31 @@ func joinIDs(xs []string) string {
 		return strings.Join(xs, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(xs[:most], ", "), len(xs)-most)
+}
+
+// CreateNodeWithSecret seals value as node n's BMC credentials and creates n
+// with secret://<tenant>/<id> in one transaction, so an enroll the store
+// refuses (a BMC enrolled already) leaves no sealed row behind.
+func (s *Store) CreateNodeWithSecret(ctx context.Context, n Node, value []byte) (Node, error) {
+	const op = "store.CreateNodeWithSecret"
+	aead, err := s.secretsAEAD(ctx)
+	if err != nil {
+		return Node{}, err
+	}
+	id := ids.New("sec")
+	nonce := make([]byte, aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return Node{}, err
+	}
+	sealed := aead.Seal(nonce, nonce, value, sealedFor(n.TenantID, id, nil))
+	n.BMCCredentialsRef = SecretRef(n.TenantID, id)
+	var out Node
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO secrets (id, tenant_id, sealed) VALUES ($1, $2, $3)`, id, n.TenantID, sealed); err != nil {
+			return dbError(op, err)
+		}
+		out, err = createNode(ctx, tx, n)
+		return err
+	})
+	return out, err
 }
