@@ -218,3 +218,35 @@ func TestRelayRefusesWithoutRamdiskCertificate(t *testing.T) {
 		}
 	}
 }
+
+// TestRelayReclaimsFromADeadBoot: a ramdisk boot that took a command and
+// vanished (powered off mid-poll: its long poll stays open on this side)
+// does not keep it; the node's next ramdisk boot gets it, and its result
+// ends the activity. The boot that took it is not handed it again.
+func TestRelayReclaimsFromADeadBoot(t *testing.T) {
+	t.Parallel()
+	cp := fakecp.Start(t)
+	a := startAgent(t, testConfig(t, cp))
+	env := activityEnv(a, nil)
+	dead, next := ramdiskClient(t, cp, pki.RoleRamdisk, nodeA), ramdiskClient(t, cp, pki.RoleRamdisk, nodeA)
+
+	cmd := kinds.Command{ID: "cmd_image1", NodeID: nodeA, Kind: kinds.DeployImage, Payload: json.RawMessage(`{"imageId":"img_1"}`)}
+	done := runRelay(env, cmd)
+	if status, got := nextCommand(t, dead, a, "5s"); status != http.StatusOK || got.ID != cmd.ID {
+		t.Fatalf("first boot's next = %d %+v, want the command", status, got)
+	}
+	if status, _ := nextCommand(t, dead, a, "200ms"); status != http.StatusNoContent {
+		t.Errorf("the boot that took it, polling again = %d, want 204 (never handed twice to one boot)", status)
+	}
+	status, got := nextCommand(t, next, a, "5s")
+	if status != http.StatusOK || !cmp.Equal(got, cmd) {
+		t.Fatalf("the next boot's next = %d %+v, want the command the dead boot took", status, got)
+	}
+	res := kinds.Result{CommandID: cmd.ID, Kind: cmd.Kind, OK: true, Payload: json.RawMessage(`{}`), Finished: time.Now().UTC().Truncate(time.Second)}
+	if status, body := call(t, next, http.MethodPost, a.RelayURL()+"/v1/commands/"+cmd.ID+"/result", res); status != http.StatusNoContent {
+		t.Fatalf("POST result = %d %s, want 204", status, body)
+	}
+	if o := <-done; o.err != nil || !cmp.Equal(o.res, res) {
+		t.Errorf("relay activity = %+v, %v; want %+v", o.res, o.err, res)
+	}
+}

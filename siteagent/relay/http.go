@@ -78,7 +78,7 @@ func (r *Relay) serveNext(w http.ResponseWriter, req *http.Request, node string)
 		wait = d
 	}
 	wait = min(wait, r.cfg.MaxWait)
-	cmd, ok := r.Next(req.Context(), node, wait)
+	cmd, ok := r.Next(req.Context(), node, req.TLS.PeerCertificates[0].SerialNumber.String(), wait)
 	if !ok {
 		w.WriteHeader(http.StatusNoContent)
 		return

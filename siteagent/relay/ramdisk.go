@@ -10,9 +10,12 @@ import (
 
 // Next waits up to wait for node's next command and marks it taken; ok is
 // false when none came.
-func (r *Relay) Next(ctx context.Context, node string, wait time.Duration) (kinds.Command, bool) {
+func (r *Relay) Next(ctx context.Context, node, boot string, wait time.Duration) (kinds.Command, bool) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	r.mu.Lock()
+	r.reclaimLocked(node, boot)
+	r.mu.Unlock()
 	for {
 		r.mu.Lock()
 		q := r.queueLocked(node)
@@ -24,7 +27,7 @@ func (r *Relay) Next(ctx context.Context, node string, wait time.Duration) (kind
 				r.mu.Unlock()
 				continue
 			}
-			c.state = taken
+			c.state, c.takenBy = taken, boot
 			r.mu.Unlock()
 			r.log.Info("command handed to ramdisk", "node", node, "command", id, "kind", c.cmd.Kind)
 			return c.cmd, true
@@ -98,4 +101,21 @@ func (r *Relay) Result(node, id string, res kinds.Result) error {
 	close(c.done)
 	r.log.Info("ramdisk answered", "node", node, "command", id, "kind", res.Kind, "ok", res.OK, "errorKind", res.ErrorKind)
 	return nil
+}
+
+// reclaimLocked queues again the node's commands that an earlier ramdisk
+// boot took and never answered while an activity still waits for them: a
+// machine powered off or rebooted mid-poll leaves its long poll open on this
+// side, and the command it was handed would otherwise wait for a ramdisk
+// that no longer exists. A boot is known by its certificate (each ramdisk
+// boot joins with a key of its own), so the boot that took a command never
+// gets it again.
+func (r *Relay) reclaimLocked(node, boot string) {
+	for _, c := range r.cmds {
+		if c.cmd.NodeID == node && c.state == taken && c.takenBy != boot && c.waiters > 0 {
+			r.log.Info("command taken by an earlier ramdisk boot of the node; handing it to the new one",
+				"node", node, "command", c.cmd.ID, "kind", c.cmd.Kind)
+			r.enqueueLocked(c)
+		}
+	}
 }

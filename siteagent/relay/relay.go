@@ -50,6 +50,7 @@ const (
 type command struct {
 	cmd     kinds.Command
 	state   state
+	takenBy string // the ramdisk boot (its certificate's serial) that took it
 	waiters int
 	since   time.Time // when it was last queued
 	done    chan struct{}
