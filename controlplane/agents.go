@@ -10,6 +10,7 @@ import (
 
 	"github.com/better-compute/better-compute/api"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/bodytimeout"
 	"github.com/better-compute/better-compute/pki"
 )
 
@@ -52,7 +53,8 @@ func (cp *ControlPlane) startAgents(key []byte) error {
 	if cp.temporal != nil && cp.temporal.TLSServerName() != "" {
 		agents.TemporalTLS, agents.TemporalServerName = true, cp.temporal.TLSServerName()
 	}
-	cp.agents = &http.Server{Handler: srv.AgentsHandler(agents), TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}
+	cp.agents = &http.Server{Handler: bodytimeout.Handler(srv.AgentsHandler(agents), bodytimeout.Default), TLSConfig: tlsCfg,
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	cp.agentsURL = "https://" + ln.Addr().String()
 	go func() {
 		if err := cp.agents.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {

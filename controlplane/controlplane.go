@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/config"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/bodytimeout"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
@@ -234,7 +235,9 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key []byte) error {
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
 	mux.Handle("/codec/", loopbackOnly(http.StripPrefix("/codec", codec.HTTPHandler(key, cp.uiOrigins()...))))
-	cp.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(cp.log.Handler(), slog.LevelWarn)}
+	// Headers and body each have a bound: a client trickling either holds a
+	// connection seconds, not minutes.
+	cp.http = &http.Server{Handler: bodytimeout.Handler(mux, bodytimeout.Default), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cp.log.Handler(), slog.LevelWarn)}
 	cp.http.Protocols = new(http.Protocols)
 	cp.http.Protocols.SetHTTP1(true)
 	cp.http.Protocols.SetUnencryptedHTTP2(true)

@@ -17,6 +17,7 @@ import (
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/bodytimeout"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
@@ -43,7 +44,7 @@ func (a *Agent) serve(bootLn, relayLn net.Listener) error {
 	base, cancel := context.WithCancel(context.Background())
 	a.cancelServe = cancel
 	mk := func(h http.Handler) *http.Server {
-		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return base }}
+		return &http.Server{Handler: bodytimeout.Handler(h, bodytimeout.Default), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return base }}
 	}
 	bootSrv, relaySrv := mk(bootMux), mk(a.relay.Handler())
 	relaySrv.TLSConfig = relayTLS
