@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
-	"github.com/better-compute/better-compute/bmc"
 )
 
 const (
@@ -25,9 +24,6 @@ const (
 	// console, followed by " on <product UUID>".
 	osMarker = "better-compute emulated-site OS: up"
 	osBound  = 3 * time.Minute // deployed → the OS seen on the console
-	// pollWindow outlasts a ramdisk's long-poll at the relay (25s): see
-	// settle.
-	pollWindow = 30 * time.Second
 )
 
 // registerImage serves the OS image file over HTTP on the namespace's
@@ -89,7 +85,6 @@ func (s *site) registerImage(ctx context.Context) error {
 // back to ready.
 func (s *site) deployAndRelease(ctx context.Context, m *machine, r *MachineResult) error {
 	name := m.spec.Name
-	s.settle(ctx, m)
 	start := time.Now()
 	if _, err := s.api.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: r.Node, Profile: osProfile, ProfileVersion: 1})); err != nil {
 		return fmt.Errorf("metal.deploy: %w", err)
@@ -106,7 +101,6 @@ func (s *site) deployAndRelease(ctx context.Context, m *machine, r *MachineResul
 	}
 	r.DeployToOSUp = up.Sub(start)
 	s.say("%s: the OS runs: its console says %q, %s after the deploy began", name, line, r.DeployToOSUp.Round(100*time.Millisecond))
-	s.settle(ctx, m)
 	start = time.Now()
 	if _, err := s.api.Metal.Undeploy(ctx, connect.NewRequest(&v1.UndeployRequest{NodeId: r.Node, Wipe: "quick"})); err != nil {
 		return fmt.Errorf("metal.undeploy: %w", err)
@@ -116,31 +110,6 @@ func (s *site) deployAndRelease(ctx context.Context, m *machine, r *MachineResul
 	}
 	r.UndeployToReady = time.Since(start)
 	return nil
-}
-
-// settle waits until pollWindow has passed since the machine's last
-// ramdisk boot ended. The relay hands a node's next command to whatever
-// long-poll of that node is open, and the long-poll of a ramdisk that was
-// powered off mid-poll stays open on the site (its peer vanished without a
-// word): a verb started within the poll window loses its first command
-// to it and stalls. Until the relay ties commands to the ramdisk boot that
-// asks, the site waits that window out, saying so.
-func (s *site) settle(ctx context.Context, m *machine) {
-	var ended time.Time
-	for _, b := range m.q.Boots() {
-		if b.Device == bmc.BootPXE && !b.Ended.IsZero() {
-			ended = b.Ended
-		}
-	}
-	wait := time.Until(ended.Add(pollWindow))
-	if wait <= 0 {
-		return
-	}
-	s.say("%s: waiting %s for the powered-off ramdisk's long-poll to expire at the relay", m.spec.Name, wait.Round(100*time.Millisecond))
-	select {
-	case <-ctx.Done():
-	case <-time.After(wait):
-	}
 }
 
 // waitConsole waits until the console file contains line; the time it was
