@@ -38,6 +38,14 @@ var idFields = map[protoreflect.Name]string{
 	"pool_id": ids.Pool,
 }
 
+// messageIDs are the "id" fields whose kind only their message says.
+var messageIDs = map[protoreflect.FullName]string{
+	"bettercompute.v1.GetNodeRequest.id":  ids.Node,
+	"bettercompute.v1.GetSiteRequest.id":  ids.Site,
+	"bettercompute.v1.GetPoolRequest.id":  ids.Pool,
+	"bettercompute.v1.GetImageRequest.id": ids.Image,
+}
+
 // inputInterceptor checks every request before any handler runs, so a method
 // added later is covered without a line of its own: no control character in
 // any string (NUL, CR and LF included; free text may hold tabs and line
@@ -94,7 +102,11 @@ func checkField(path string, fd protoreflect.FieldDescriptor, v protoreflect.Val
 	if err := checkValue(path, fd, v); err != nil {
 		return err
 	}
-	if prefix, ok := idFields[fd.Name()]; ok && fd.Kind() == protoreflect.StringKind && !ids.Valid(prefix, v.String()) {
+	prefix, ok := idFields[fd.Name()]
+	if !ok {
+		prefix, ok = messageIDs[fd.FullName()]
+	}
+	if ok && fd.Kind() == protoreflect.StringKind && !ids.Valid(prefix, v.String()) {
 		return errs.Invalid(path, "want an id like %s_01k5w…, got %s", prefix, quote(v.String()))
 	}
 	return nil

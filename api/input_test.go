@@ -192,3 +192,22 @@ func TestEveryMethodRefusesBadStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestIDsAreShapeChecked: an id of the wrong kind or shape is INVALID_INPUT
+// naming its field, before any lookup.
+func TestIDsAreShapeChecked(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct{ procedure, body, field string }{
+		{sitesGet, `{"id":"pool_01k5w0000000000000000000000"}`, "id"},
+		{"/bettercompute.v1.PoolsService/Get", `{"id":"x"}`, "id"},
+		{"/bettercompute.v1.ImagesService/Get", `{"id":"../img"}`, "id"},
+		{"/bettercompute.v1.MetalService/Get", `{"id":"node_1"}`, "id"},
+		{poolsList, `{"siteId":"site_x"}`, "siteId"},
+		{"/bettercompute.v1.CommandsService/List", `{"nodeId":"site_01k5w0000000000000000000000"}`, "nodeId"},
+	} {
+		code, out := e.call(e.root, tc.procedure, tc.body)
+		if kindOf(out) != "INVALID_INPUT" || field(out) != tc.field {
+			t.Errorf("%s(%s) = %d %s %q, want INVALID_INPUT %s", tc.procedure, tc.body, code, kindOf(out), field(out), tc.field)
+		}
+	}
+}

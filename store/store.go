@@ -103,6 +103,9 @@ func violated(err error) (constraint string, unique, foreignKey bool) {
 // notFound is the error for an object that does not exist in the tenant: it never
 // says whether the id exists elsewhere.
 func notFound(what, id string) *errs.Error {
+	if len(id) > 64 { // never echo a long input back
+		id = strings.ToValidUTF8(id[:64], "") + "…"
+	}
 	return errs.New(errs.NotFound, "%s %q not found", what, id)
 }
 
