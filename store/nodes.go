@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -125,7 +126,7 @@ func (s *Store) Transition(ctx context.Context, tenantID, id string, from, to no
 			last_error = CASE WHEN $4 = 'failed' THEN $5 ELSE '' END,
 			maintenance = maintenance OR $6,
 			maintenance_reason = CASE WHEN $6 THEN $5 ELSE maintenance_reason END
-		WHERE tenant_id = $1 AND id = $2 AND state = $3`, tenantID, id, from, to, t.Error, t.Maintenance)
+		WHERE tenant_id = $1 AND id = $2 AND state = $3`, tenantID, id, from, to, storableText(t.Error), t.Maintenance)
 	if err != nil {
 		return dbError(op, err)
 	}
@@ -202,4 +203,12 @@ func nullJSON(b json.RawMessage) any {
 		return nil
 	}
 	return []byte(b)
+}
+
+// storableText makes text that came from elsewhere (a BMC's or a ramdisk's
+// error) fit a text column: invalid UTF-8 and NUL, which PostgreSQL
+// refuses, are replaced, so recording why a node failed cannot itself fail
+// and leave the node in its active state.
+func storableText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", `\x00`)
 }

@@ -216,3 +216,18 @@ func TestStartCommandTwice(t *testing.T) {
 		t.Errorf("ListCommands = %d commands, %v; want 2", len(cmds), err)
 	}
 }
+
+// TestFailedWithUnstorableText: the reason a node failed is recorded even
+// when it carries a NUL or invalid UTF-8 (a BMC's answer), so the move to
+// failed never fails on it and leaves the node in its active state.
+func TestFailedWithUnstorableText(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	n := newNodeIn(t, s, site, "bcd", store.PoolPolicy{})
+	reason := "DRIVER_ERROR: the BMC said \x00\xffboom"
+	move(t, s, n.ID, nodestate.Inspecting, nodestate.Failed, store.TransitionInfo{Error: reason, Maintenance: true})
+	got, err := s.GetNode(t.Context(), "a", n.ID)
+	if err != nil || got.State != nodestate.Failed || got.LastError != "DRIVER_ERROR: the BMC said \\x00\uFFFDboom" {
+		t.Errorf("node after failing with %q = %s, lastError %q, %v; want failed with the text made storable", reason, got.State, got.LastError, err)
+	}
+}
