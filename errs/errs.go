@@ -109,6 +109,19 @@ func (e *Error) WithOp(op string) *Error {
 	return &c
 }
 
+// Own returns err as our own error, with op if it names none, when it is
+// one: a driver passes its own errors through and classifies the rest.
+func Own(err error, op string) (*Error, bool) {
+	var e *Error
+	if !errors.As(err, &e) {
+		return nil, false
+	}
+	if e.Op == "" {
+		return e.WithOp(op), true
+	}
+	return e, true
+}
+
 // KindOf returns the kind of err, or Internal for an error that is not ours,
 // and "" for nil.
 func KindOf(err error) Kind {

@@ -17,11 +17,7 @@ import (
 // fail turns an error from go-ipmi or the network into an errs.Error that
 // names the BMC and says what to do. Our own errors pass through.
 func (d *Driver) fail(op string, err error) error {
-	var own *errs.Error
-	if errors.As(err, &own) {
-		if own.Op == "" {
-			return own.WithOp(op)
-		}
+	if own, ok := errs.Own(err, op); ok {
 		return own
 	}
 	e := classify(d.host(), d.creds.Username, flat{err})

@@ -18,11 +18,7 @@ import (
 // the BMC and the HTTP status and says what to do; a 401 is UNAUTHENTICATED.
 // Our own errors pass through.
 func (d *Driver) fail(op string, err error) error {
-	var own *errs.Error
-	if errors.As(err, &own) {
-		if own.Op == "" {
-			return own.WithOp(op)
-		}
+	if own, ok := errs.Own(err, op); ok {
 		return own
 	}
 	err = firstFailure(err)
