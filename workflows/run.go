@@ -2,7 +2,9 @@ package workflows
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -76,7 +78,7 @@ func (r *run) fail(cause error) {
 	}
 	ctx, cancel := workflow.NewDisconnectedContext(r.ctx)
 	defer cancel()
-	msg := cause.Error()
+	msg := lastError(cause)
 	if temporal.IsCanceledError(cause) {
 		msg = "aborted"
 	}
@@ -89,6 +91,24 @@ func (r *run) fail(cause error) {
 		return
 	}
 	r.state = nodestate.Failed
+}
+
+// lastError is the one line a failed node shows: what the failing step's
+// error said (kind and message, as errs writes them), without Temporal's
+// wrapping ("activity error (type: …, scheduledEventID: …)", "(type: …,
+// retryable: …)"), with the step's kind in front when the message does not
+// name it.
+func lastError(err error) string {
+	var app *temporal.ApplicationError
+	if !errors.As(err, &app) {
+		return err.Error()
+	}
+	msg := app.Message()
+	var act *temporal.ActivityError
+	if errors.As(err, &act) && !strings.HasPrefix(msg, act.ActivityType().Name) {
+		msg = act.ActivityType().Name + ": " + msg
+	}
+	return msg
 }
 
 // kindOf reads the error kind a failed activity carried.

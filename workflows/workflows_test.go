@@ -268,3 +268,39 @@ func TestAbortFailsTheNodeWithTheReason(t *testing.T) {
 		t.Errorf("node after abort = %s, want failed", f.node.State)
 	}
 }
+
+// TestLastErrorIsOneCleanLine: a failed node's lastError is the failing
+// step's kind and message, one line an operator can act on, without
+// Temporal's wrapping around it.
+func TestLastErrorIsOneCleanLine(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		state nodestate.State
+		verb  string
+		in    wf.Input
+		edit  func(f *fake)
+		want  string
+	}{
+		{"an activity's error", nodestate.Deployed, wf.Undeploy, wf.Input{Wipe: "quick"},
+			func(f *fake) { f.fail[wf.ActVerifyWipe] = unverified("read-back failed on wwn-0x2") },
+			"wipe.verify: UNVERIFIED_WIPE: read-back failed on wwn-0x2"},
+		{"the workflow's own error", nodestate.Manageable, wf.Provide, wf.Input{},
+			func(f *fake) { f.fail[kinds.InventoryRefresh] = errs.New(errs.BootStalled, "stopped at \"armed\"") },
+			"BOOT_STALLED: 3 ramdisk boots stalled; the last: stopped at \"armed\""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake("bcd", tc.state)
+			tc.edit(f)
+			if _, err := run(t, f, tc.verb, tc.in); err == nil {
+				t.Fatalf("%s succeeded, want it to fail", tc.verb)
+			}
+			last := f.transitions[len(f.transitions)-1]
+			if last.To != nodestate.Failed || last.Error != tc.want {
+				t.Errorf("move to failed = %s with %q, want failed with %q", last.To, last.Error, tc.want)
+			}
+		})
+	}
+}
