@@ -39,6 +39,9 @@ func (m *Machine) args(dev bmc.BootDevice) []string {
 		"-chardev", "file,id=con,append=on,path=" + c.Console, "-serial", "chardev:con",
 		"-netdev", c.Netdev + ",id=n0", "-device", nic,
 		"-drive", "file=" + c.Disk + ",if=none,id=d0,format=raw", "-device", "virtio-rng-pci"}
+	if c.LinkDown {
+		a = append(a, "-S") // paused until start has set the link down
+	}
 	if c.Serial != "" {
 		a = append(a, "-smbios", "type=1,serial="+c.Serial)
 	}
@@ -83,11 +86,30 @@ func (m *Machine) start(n int, dev bmc.BootDevice) (*process, error) {
 		p.kill()
 		return nil, errs.Wrap(errs.Unavailable, err, "QEMU of %s did not open its monitor; see %s", m.cfg.Name, filepath.Join(m.cfg.Dir, "qemu.log"))
 	}
+	if err := m.unplug(p); err != nil {
+		p.kill()
+		return nil, err
+	}
 	m.mu.Lock()
 	m.boots = append(m.boots, Boot{N: n, Device: dev, PID: p.cmd.Process.Pid, Started: started})
 	m.mu.Unlock()
 	m.log.Info("qemu: machine boots", "boot", n, "device", string(dev), "pid", p.cmd.Process.Pid)
 	return p, nil
+}
+
+// unplug sets the NIC's link down on a LinkDown machine's paused QEMU,
+// then lets it run.
+func (m *Machine) unplug(p *process) error {
+	if !m.cfg.LinkDown {
+		return nil
+	}
+	if err := p.qmp.runArgs("set_link", map[string]any{"name": "n0", "up": false}); err != nil {
+		return errs.Wrap(errs.Unavailable, err, "set the link of %s down", m.cfg.Name)
+	}
+	if err := p.qmp.run("cont"); err != nil {
+		return errs.Wrap(errs.Unavailable, err, "start %s after setting its link down", m.cfg.Name)
+	}
+	return nil
 }
 
 // stop ends the process: QMP system_powerdown first when graceful, then

@@ -61,8 +61,14 @@ type Config struct {
 	// firmware's own driver and PXE client, as a server does: the proxy
 	// DHCP answer names the EFI iPXE build, fetched over TFTP.
 	NoOptionROM bool
-	Disk        string // the disk image file (raw); required
-	DiskBus     string // "virtio" (virtio-blk-pci) or "nvme"; virtio when empty
+	// LinkDown starts every boot with the NIC's link down (QMP set_link
+	// before the firmware runs), as a machine whose cable is unplugged.
+	LinkDown bool
+	// HideNICs makes the BMC report no NIC, as an IPMI BMC
+	// (redfishbmc.Config.HideNICs); the machine still has its NIC.
+	HideNICs bool
+	Disk     string // the disk image file (raw); required
+	DiskBus  string // "virtio" (virtio-blk-pci) or "nvme"; virtio when empty
 	// DiskSerial is the disk's serial, what the ramdisk names it by.
 	DiskSerial string
 	MemoryMiB  int    // 512 when zero
@@ -111,7 +117,7 @@ func New(cfg Config) (*Machine, error) {
 	m := &Machine{cfg: cfg, log: cfg.Logger.With("machine", cfg.Name), kick: make(chan struct{}, 1)}
 	var err error
 	m.bmc, err = redfishbmc.New(redfishbmc.Config{Username: cfg.Username, Password: cfg.Password, UUID: cfg.UUID,
-		Serial: cfg.Serial, MACs: []string{cfg.MAC}, MemoryBytes: uint64(cfg.MemoryMiB) << 20,
+		Serial: cfg.Serial, MACs: []string{cfg.MAC}, HideNICs: cfg.HideNICs, MemoryBytes: uint64(cfg.MemoryMiB) << 20,
 		// What QEMU can do: no NMI (not wired to QMP), boot from the NIC or the disk only.
 		ResetTypes:  []string{"On", "ForceOn", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart", "PowerCycle", "PushPowerButton"},
 		BootTargets: []string{"None", "Pxe", "Hdd"}, DefaultBoot: bmc.BootDisk,

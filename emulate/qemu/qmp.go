@@ -98,10 +98,17 @@ func (q *qmp) shutdownReason() string {
 // run executes a QMP command without arguments and waits for its reply.
 // A command that makes QEMU exit (quit, system_reset under -no-reboot) may
 // lose its reply to the closing connection: that is not an error.
-func (q *qmp) run(command string) error {
+func (q *qmp) run(command string) error { return q.runArgs(command, nil) }
+
+// runArgs is run with the command's arguments (none when nil).
+func (q *qmp) runArgs(command string, args map[string]any) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	b, _ := json.Marshal(map[string]string{"execute": command})
+	msg := map[string]any{"execute": command}
+	if args != nil {
+		msg["arguments"] = args
+	}
+	b, _ := json.Marshal(msg)
 	_ = q.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := q.conn.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("QMP %s: %w", command, err)

@@ -35,7 +35,22 @@ type Spec struct {
 	// NoOptionROM: the firmware PXE-boots with its own network stack and
 	// fetches iPXE from the site over TFTP (see qemu.Config.NoOptionROM).
 	NoOptionROM bool `json:"noOptionROM"`
+	// Discovery, when set, hides the machine's NIC from its BMC (as IPMI)
+	// and enrolls it by its product UUID only, so its MAC is learnt from
+	// its PXE boot: DiscoverConfirm waits for its candidate and confirms
+	// it with metal.confirmMac; DiscoverTrusted enrolls it in a pool with
+	// trustProvisioningNetwork, which takes the candidate at once.
+	Discovery string `json:"discovery"`
+	// LinkDown unplugs the machine's NIC (qemu.Config.LinkDown): its
+	// enrollment must fail, naming where the boot stopped.
+	LinkDown bool `json:"linkDown"`
 }
+
+// The ways a Spec's machine learns its MAC by PXE discovery.
+const (
+	DiscoverConfirm = "confirm"
+	DiscoverTrusted = "trusted"
+)
 
 // Config is one run of the site.
 type Config struct {
@@ -47,6 +62,9 @@ type Config struct {
 	Dir   string `json:"dir"` // everything of the run: data dir, disks, consoles, logs
 	// ReadyTimeout bounds each machine's enroll → ready.
 	ReadyTimeout time.Duration `json:"readyTimeout"`
+	// BootStall is the site agent's siteagent.Config.BootStall; its
+	// default when zero.
+	BootStall time.Duration `json:"bootStall"`
 	// Verbose sends every process's log to the output, not only to Dir.
 	Verbose bool `json:"verbose"`
 }
@@ -54,10 +72,27 @@ type Config struct {
 // DefaultMachines are the full site: a legacy BIOS machine with a virtio
 // disk whose NIC's option ROM is Debian's iPXE (QEMU's), and a UEFI
 // machine with an NVMe disk whose firmware PXE-boots by itself (proxy
-// DHCP → snponly.efi over TFTP → iPXE), as a server's does.
+// DHCP → snponly.efi over TFTP → iPXE), as a server's does; then the same
+// two again behind BMCs that report no MAC, found by PXE discovery (the
+// BIOS one confirmed by an operator, the UEFI one on a trusting pool),
+// so both firmwares' DHCP option 97 is matched to a product UUID.
 func DefaultMachines() []Spec {
 	return []Spec{{Name: "bios-1", Firmware: qemu.BIOS, DiskBus: "virtio"},
-		{Name: "uefi-1", Firmware: qemu.UEFI, DiskBus: "nvme", NoOptionROM: true}}
+		{Name: "uefi-1", Firmware: qemu.UEFI, DiskBus: "nvme", NoOptionROM: true},
+		{Name: "bios-pxe", Firmware: qemu.BIOS, DiskBus: "virtio", Discovery: DiscoverConfirm},
+		{Name: "uefi-pxe", Firmware: qemu.UEFI, DiskBus: "nvme", NoOptionROM: true, Discovery: DiscoverTrusted}}
+}
+
+// CIMachines are what `./run test` takes: the BIOS machine through the
+// whole loop and the BIOS one found by PXE discovery.
+func CIMachines() []Spec {
+	all := DefaultMachines()
+	return []Spec{all[0], all[2]}
+}
+
+// UnpluggedMachine is a BIOS machine whose NIC's link is down.
+func UnpluggedMachine() Spec {
+	return Spec{Name: "bios-unplugged", Firmware: qemu.BIOS, DiskBus: "virtio", LinkDown: true}
 }
 
 // Result is what a run measured, per machine.
@@ -70,6 +105,8 @@ type Result struct {
 type MachineResult struct {
 	Name     string        `json:"name"`
 	Firmware qemu.Firmware `json:"firmware"`
+	MAC      string        `json:"mac"`  // the machine's NIC's
+	UUID     string        `json:"uuid"` // its SMBIOS (product) UUID
 	Node     string        `json:"node"`
 	State    string        `json:"state"`
 	// PowerOnToJoin is from the QEMU start of the PXE boot to the ramdisk
@@ -82,9 +119,17 @@ type MachineResult struct {
 	DeployToOSUp     time.Duration `json:"deployToOSUp"`
 	UndeployToReady  time.Duration `json:"undeployToReady"`
 	DiskZero         bool          `json:"diskZero"` // the disk file read back as zeros after the wipe
-	BMCCalls         []string      `json:"bmcCalls"`
-	Boots            []string      `json:"boots"` // device and end reason of each QEMU process
-	Error            string        `json:"error,omitempty"`
+	// With Discovery: the MACs the node has at the end, and what metal
+	// discovered showed of its PXE boot before it had one.
+	MACs       []string `json:"macs"`
+	Candidate  string   `json:"candidate"`  // the discovered MAC whose candidateFor was the node
+	ClientUUID string   `json:"clientUuid"` // DHCP option 97 as the firmware sent it
+	// With LinkDown: enroll → failed, and the node's lastError.
+	EnrollToFailed time.Duration `json:"enrollToFailed"`
+	LastError      string        `json:"lastError"`
+	BMCCalls       []string      `json:"bmcCalls"`
+	Boots          []string      `json:"boots"` // device and end reason of each QEMU process
+	Error          string        `json:"error,omitempty"`
 }
 
 // Run builds the lab, runs the site in it and removes the lab, also on

@@ -51,3 +51,13 @@ func TestPatternDiskWipedShows(t *testing.T) {
 		t.Errorf("allZero(zeroed disk) = %v, %v, want true", zero, err)
 	}
 }
+
+func TestMixedEndian(t *testing.T) {
+	// What SeaBIOS's iPXE sent as option 97 for this product UUID.
+	if got, want := mixedEndian("cbd07180-3e90-447f-8534-40076d13847b"), "8071d0cb-903e-7f44-8534-40076d13847b"; got != want {
+		t.Errorf("mixedEndian = %s, want %s", got, want)
+	}
+	if got := mixedEndian("not-a-uuid"); got != "" {
+		t.Errorf("mixedEndian(not-a-uuid) = %q, want \"\"", got)
+	}
+}

@@ -12,9 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
-	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/emulate/qemu"
 	"github.com/better-compute/better-compute/emulate/redfishbmc"
 )
@@ -63,7 +60,7 @@ func (s *site) newMachine(i int, spec Spec) (*machine, error) {
 	q, err := qemu.New(qemu.Config{Name: spec.Name, Dir: dir, Firmware: spec.Firmware, UUID: redfishbmc.RandomUUID(),
 		Serial: fmt.Sprintf("ESITE-%04d", i+1), MAC: fmt.Sprintf("52:54:00:bc:%02x:01", i+1),
 		Netdev: "tap,ifname=" + m.tap + ",script=no,downscript=no", Disk: m.disk, DiskBus: spec.DiskBus, NoOptionROM: spec.NoOptionROM,
-		DiskSerial: fmt.Sprintf("ESITEDISK%02d", i+1), MemoryMiB: mem, Username: bmcUser, Password: bmcPassword,
+		LinkDown: spec.LinkDown, HideNICs: spec.Discovery != "", DiskSerial: fmt.Sprintf("ESITEDISK%02d", i+1), MemoryMiB: mem, Username: bmcUser, Password: bmcPassword,
 		Logger: s.log.With("process", "bmc")})
 	if err != nil {
 		return nil, err
@@ -81,8 +78,20 @@ func (s *site) newMachine(i int, spec Spec) (*machine, error) {
 	if spec.NoOptionROM {
 		rom = "the firmware's own PXE"
 	}
-	s.say("%s: %s machine, %s disk, NIC %s on %s (%s), BMC %s", spec.Name, spec.Firmware, spec.DiskBus, q.Config().MAC, m.tap, rom, q.BMC().SystemURL())
+	s.say("%s: %s machine, %s disk, NIC %s on %s (%s%s), BMC %s", spec.Name, spec.Firmware, spec.DiskBus, q.Config().MAC, m.tap, rom,
+		machineNote(spec), q.BMC().SystemURL())
 	return m, nil
+}
+
+// machineNote says what is special about the machine, for its first line.
+func machineNote(spec Spec) string {
+	switch {
+	case spec.LinkDown:
+		return "; its link is down"
+	case spec.Discovery != "":
+		return "; its BMC reports no MAC, discovery: " + spec.Discovery
+	}
+	return ""
 }
 
 func (m *machine) close() {
@@ -134,23 +143,30 @@ func allZero(path string) (bool, error) {
 // and undeploys it with an Image, then checks what the machine went
 // through: its disk file wiped, QEMU stopped.
 func (s *site) lifecycle(ctx context.Context, m *machine) MachineResult {
-	r := MachineResult{Name: m.spec.Name, Firmware: m.spec.Firmware}
+	r := MachineResult{Name: m.spec.Name, Firmware: m.spec.Firmware, MAC: m.q.Config().MAC, UUID: m.q.Config().UUID}
+	if m.spec.LinkDown {
+		return s.unplugged(ctx, m)
+	}
 	watch := newConsoleWatch(m.q.Config().Console)
 	go watch.run(ctx)
 	enrolled := time.Now()
-	e, err := s.api.Metal.Enroll(ctx, connect.NewRequest(&v1.EnrollRequest{SiteId: s.siteID, PoolId: s.poolID,
-		Bmc: &v1.Bmc{Address: m.q.BMC().SystemURL(), Driver: "redfish",
-			Credentials: &v1.BmcCredentials{Username: bmcUser, Password: bmcPassword}}}))
-	if err != nil {
-		r.Error = "metal.enroll: " + err.Error()
+	var err error
+	if r.Node, err = s.enroll(ctx, m); err != nil {
+		r.Error = err.Error()
 		return r
 	}
-	r.Node = e.Msg.Node.Id
-	s.say("%s: enrolled as %s", m.spec.Name, r.Node)
-	r.State, err = s.wait(ctx, m.spec.Name, r.Node, "ready")
+	if m.spec.Discovery == DiscoverConfirm {
+		err = s.confirm(ctx, m, &r)
+	}
+	if err == nil {
+		r.State, err = s.wait(ctx, m.spec.Name, r.Node, "ready")
+	}
 	r.EnrollToReady = time.Since(enrolled)
 	r.PowerOnToJoin = powerOnToJoin(m.q.Boots(), watch.first())
-	if err == nil && s.cfg.Image != "" {
+	if err == nil && m.spec.Discovery != "" {
+		err = s.discoveredMACs(ctx, m, &r)
+	}
+	if err == nil && s.cfg.Image != "" && m.spec.Discovery == "" {
 		err = s.deployAndRelease(ctx, m, &r)
 	}
 	if err != nil {

@@ -35,6 +35,7 @@ type site struct {
 	api      *demo.Client
 	siteID   string
 	poolID   string
+	trusted  string // the pool with trustProvisioningNetwork
 	machines []*machine
 	images   *http.Server // the OS image store, with Config.Image
 	mu       sync.Mutex   // serializes output lines
@@ -111,6 +112,12 @@ func (s *site) start(ctx context.Context) error {
 		return fmt.Errorf("pools.create: %w", err)
 	}
 	s.poolID = pool.Msg.Pool.Id
+	trusted, err := s.api.Pools.Create(ctx, connect.NewRequest(&v1.CreatePoolRequest{SiteId: s.siteID, Class: "metal-host",
+		Policy: &v1.PoolPolicy{HardwareProfile: "emulated-redfish", TrustProvisioningNetwork: true}}))
+	if err != nil {
+		return fmt.Errorf("pools.create(trustProvisioningNetwork): %w", err)
+	}
+	s.trusted = trusted.Msg.Pool.Id
 	if s.cfg.Image != "" {
 		if err := s.registerImage(ctx); err != nil {
 			return err
@@ -176,7 +183,7 @@ func (s *site) startAgent(ctx context.Context) error {
 	_ = os.RemoveAll(agentDir)
 	s.agent, err = siteagent.Start(ctx, siteagent.Config{ControlPlaneURL: s.cp.AgentsURL(), CAFile: s.cp.CAFile(),
 		TokenFile: tokenFile, DataDir: agentDir, BootListen: siteIP + ":8080", RelayListen: siteIP + ":8443",
-		RamdiskDir: s.cfg.RamdiskDir, PXE: pxe.Config{Interface: bridge, ServerAddr: siteIP}, AdvertiseHost: siteIP,
+		RamdiskDir: s.cfg.RamdiskDir, BootStall: s.cfg.BootStall, PXE: pxe.Config{Interface: bridge, ServerAddr: siteIP}, AdvertiseHost: siteIP,
 		Drivers: demo.Drivers(), Logger: s.log.With("process", "site-agent")})
 	if err != nil {
 		return err
