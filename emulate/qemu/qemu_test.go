@@ -50,7 +50,7 @@ var (
 // testMachine starts a BIOS machine whose disk prints diskMarker and whose
 // PXE boot (QEMU's user network: DHCP and TFTP) prints pxeMarker and
 // reboots, and returns it with a Redfish driver to its BMC.
-func testMachine(t *testing.T) (*Machine, *bmcredfish.Driver) {
+func testMachine(t *testing.T, tweaks ...func(*Config)) (*Machine, *bmcredfish.Driver) {
 	t.Helper()
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		testenv.Missing(t, "qemu-system-x86_64", "apt-get install qemu-system-x86 ipxe-qemu (./run installs them)")
@@ -70,9 +70,9 @@ func testMachine(t *testing.T) (*Machine, *bmcredfish.Driver) {
 	if err := os.WriteFile(filepath.Join(tftp, "boot.0"), realMode(pxeMarker, reboot...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Config{Name: "test-bios", Dir: filepath.Join(dir, "m"), UUID: "5a0d3f7e-2b1c-4e8a-9f6d-0c1b2a3d4e5f",
+	m, err := newTweaked(Config{Name: "test-bios", Dir: filepath.Join(dir, "m"), UUID: "5a0d3f7e-2b1c-4e8a-9f6d-0c1b2a3d4e5f",
 		MAC: "52:54:00:bc:51:01", Netdev: "user,tftp=" + tftp + ",bootfile=boot.0", Disk: disk, MemoryMiB: 128,
-		Username: "admin", Password: "pw", GracefulTimeout: 2 * time.Second})
+		Username: "admin", Password: "pw", GracefulTimeout: 2 * time.Second}, tweaks...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +100,13 @@ func testMachine(t *testing.T) (*Machine, *bmcredfish.Driver) {
 		t.Fatal(err)
 	}
 	return m, d
+}
+
+func newTweaked(c Config, tweaks ...func(*Config)) (*Machine, error) {
+	for _, f := range tweaks {
+		f(&c)
+	}
+	return New(c)
 }
 
 // waitFor polls cond until it holds or waitBound passes.
@@ -225,5 +232,28 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 		Disk: "d.img", Username: "a", Firmware: "coreboot"})
 	if err == nil || !strings.Contains(err.Error(), "coreboot") {
 		t.Errorf("New(firmware coreboot) = %v, want an error naming it", err)
+	}
+}
+
+// TestLinkDown: a machine whose link is down runs (its disk boots: QEMU
+// was let go after set_link) but its PXE boot never gets the boot file
+// that, link up, prints its marker within seconds (TestPowerAndBootOrder).
+func TestLinkDown(t *testing.T) {
+	m, d := testMachine(t, func(c *Config) { c.LinkDown = true })
+	ctx := context.Background()
+	if _, err := d.SetPower(ctx, bmc.PowerOn); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "disk boot with the link down", func() bool { return m.printed(diskMarker) == 1 })
+	if err := d.SetBootDevice(ctx, bmc.BootPXE, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.SetPower(ctx, bmc.PowerReset); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the PXE boot", func() bool { b := m.Boots(); return len(b) == 2 && b[1].Device == bmc.BootPXE })
+	time.Sleep(15 * time.Second)
+	if n := m.printed(pxeMarker); n != 0 || m.Running() == 0 {
+		t.Errorf("15s into a PXE boot with the link down: PXE boot file ran %d times, QEMU pid %d; want 0 and running", n, m.Running())
 	}
 }

@@ -43,8 +43,8 @@ func (s *site) confirm(ctx context.Context, m *machine, r *MachineResult) error 
 	defer cancel()
 	for {
 		n, err := s.api.Metal.Get(ctx, connect.NewRequest(&v1.GetNodeRequest{Id: r.Node}))
-		if err == nil && n.Msg.Node.State == "failed" {
-			return fmt.Errorf("%s (%s) failed before its MAC was confirmed: %s", m.spec.Name, r.Node, n.Msg.Node.LastError)
+		if err == nil && (n.Msg.Node.State == "failed" || n.Msg.Node.State == "ready") {
+			return fmt.Errorf("%s (%s) is %s without a MAC confirmation: %s", m.spec.Name, r.Node, n.Msg.Node.State, n.Msg.Node.LastError)
 		}
 		if err == nil && n.Msg.Node.WaitingFor == store.WaitMACConfirmation {
 			break

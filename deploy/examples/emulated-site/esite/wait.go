@@ -32,6 +32,8 @@ func (s *site) wait(ctx context.Context, name, node, want string) (string, error
 			switch {
 			case n.State == want:
 				return state, nil
+			case want == "failed" && n.State == "ready":
+				return state, fmt.Errorf("%s (%s) is ready, not failed", name, node)
 			case n.State == "failed" || n.State == "retired":
 				return state, fmt.Errorf("%s (%s) is %s (from %s): %s", name, node, n.State, n.FailedFrom, n.LastError)
 			}
