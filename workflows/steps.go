@@ -2,11 +2,9 @@ package workflows
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/better-compute/better-compute/bmc"
@@ -94,13 +92,9 @@ func (r *run) withRamdisk(first func() error) error {
 }
 
 // appMessage is what the application error in err (an activity's failure)
-// says, without Temporal's wrapping and the kind in front.
+// says after its kind, without Temporal's wrapping.
 func appMessage(err error) string {
-	msg := err.Error()
-	var app *temporal.ApplicationError
-	if errors.As(err, &app) {
-		msg = app.Message()
-	}
+	msg := lastError(err)
 	if _, rest, ok := strings.Cut(msg, string(kindOf(err))+": "); ok {
 		return rest
 	}

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/bmc/redfish"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/internal/buildinfo"
+	"github.com/better-compute/better-compute/internal/logflag"
 	"github.com/better-compute/better-compute/ramdisk/agent"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/pid1"
@@ -36,31 +36,6 @@ func main() {
 	}
 }
 
-// logger writes to the app's error stream at --log-level (default info), as
-// text or, with --log-format json, one JSON object a line.
-func logger(c *cli.Context) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		l = slog.LevelInfo
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	if c.String("log-format") == "json" {
-		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts))
-	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts))
-}
-
-// logFormatFlag is --log-format, refused at start unless json or text.
-func logFormatFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json (one object a line)",
-		Action: func(_ *cli.Context, v string) error {
-			if v != "text" && v != "json" {
-				return fmt.Errorf("--log-format %q: want text or json", v)
-			}
-			return nil
-		}}
-}
-
 // drivers is the BMC driver registry: Redfish and IPMI.
 func drivers() map[string]siteagent.DriverFactory {
 	return map[string]siteagent.DriverFactory{
@@ -75,7 +50,7 @@ func drivers() map[string]siteagent.DriverFactory {
 
 func app() *cli.App {
 	logLevel := &cli.StringFlag{Name: "log-level", Value: "info"}
-	logFormat := logFormatFlag()
+	logFormat := logflag.Format()
 	return &cli.App{
 		Name:    "bcd",
 		Usage:   "better-compute's machine-side agent",
@@ -112,7 +87,7 @@ func app() *cli.App {
 						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"), BootStall: c.Duration("boot-stall"),
 						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
 							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
-						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), Drivers: drivers(), Logger: logger(c)})
+						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), Drivers: drivers(), Logger: logflag.Logger(c)})
 				},
 			},
 			{
@@ -124,7 +99,7 @@ func app() *cli.App {
 					logLevel, logFormat,
 				},
 				Action: func(c *cli.Context) error {
-					log := logger(c)
+					log := logflag.Logger(c)
 					runAgent := func(ctx context.Context, cmdline string) error {
 						return agent.Run(ctx, agent.Config{Cmdline: cmdline, Disks: disk.Host{Dir: c.String("disks")}, Logger: log})
 					}
@@ -158,7 +133,7 @@ func app() *cli.App {
 					return emulate.Run(c.Context, emulate.Config{Machines: c.Int("machines"), Dir: c.String("dir"),
 						BootURL: c.String("boot-url"), Username: c.String("bmc-username"),
 						Password: string(trimNL(pw)), MockupDir: c.String("redfish-mockup"),
-						Logger: logger(c)}, c.App.Writer)
+						Logger: logflag.Logger(c)}, c.App.Writer)
 				},
 			},
 		},

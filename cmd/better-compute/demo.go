@@ -5,6 +5,7 @@ import (
 
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
+	"github.com/better-compute/better-compute/internal/logflag"
 )
 
 func demoCommand() *cli.Command {
@@ -20,11 +21,11 @@ func demoCommand() *cli.Command {
 			&cli.StringFlag{Name: "ui-listen", Value: controlplane.DefaultUIListen},
 			&cli.StringFlag{Name: "agents-listen", Value: controlplane.DefaultAgentsListen},
 			&cli.StringFlag{Name: "log-level", Value: "warn"},
-			logFormatFlag(),
+			logflag.Format(),
 		},
 		Action: func(c *cli.Context) error {
 			return demo.Run(c.Context, demo.Config{Machines: c.Int("machines"), Once: c.Bool("once"),
-				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: logger(c),
+				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: logflag.Logger(c),
 				Listen: c.String("listen"), TemporalListen: c.String("temporal-listen"),
 				UIListen: c.String("ui-listen"), AgentsListen: c.String("agents-listen")})
 		},

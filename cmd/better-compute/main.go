@@ -14,8 +14,8 @@ import (
 
 	bccli "github.com/better-compute/better-compute/cli"
 	"github.com/better-compute/better-compute/controlplane"
-	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/buildinfo"
+	"github.com/better-compute/better-compute/internal/logflag"
 	"github.com/better-compute/better-compute/pki"
 )
 
@@ -33,36 +33,6 @@ func app(stdout, stderr io.Writer) *cli.App {
 	a.Version, a.HideVersion = buildinfo.Read().String(), false
 	a.EnableBashCompletion = true
 	return a
-}
-
-// logger writes to the app's error stream at --log-level, as text or, with
-// --log-format json, one JSON object a line.
-func logger(c *cli.Context) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: parseLevel(c.String("log-level"), slog.LevelInfo)}
-	if c.String("log-format") == "json" {
-		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts))
-	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts))
-}
-
-// logFormatFlag is --log-format, refused at start unless json or text.
-func logFormatFlag() *cli.StringFlag {
-	return &cli.StringFlag{Name: "log-format", Value: "text", Usage: "text or json (one object a line)",
-		Action: func(_ *cli.Context, v string) error {
-			if v != "text" && v != "json" {
-				return errs.Invalid("log-format", "--log-format %q: want text or json", v)
-			}
-			return nil
-		}}
-}
-
-// parseLevel reads debug, info, warn or error; anything else is def.
-func parseLevel(level string, def slog.Level) slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return def
-	}
-	return l
 }
 
 func dataDirFlag() *cli.StringFlag {
@@ -90,7 +60,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "pki-dir", Usage: "the CA (default: <data-dir>/pki)"},
 			&cli.StringFlag{Name: "only", Usage: "run only the api or only the worker, for scale-out"},
 			&cli.StringFlag{Name: "log-level", Value: "info"},
-			logFormatFlag(),
+			logflag.Format(),
 			&cli.StringFlag{Name: "temporal-log-level", Value: "warn", Usage: "the embedded Temporal server's own logs from this level (within --log-level)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -100,8 +70,8 @@ func serveCommand() *cli.Command {
 				TemporalListen: c.String("temporal-listen"), Listen: c.String("listen"), UIListen: c.String("ui-listen"),
 				TemporalTLS: c.Bool("temporal-tls"), TemporalServerName: c.String("temporal-server-name"),
 				AgentsListen: c.String("agents-listen"), MetricsListen: c.String("metrics-listen"), ConfigFile: c.String("config"), PKIDir: c.String("pki-dir"),
-				Only: c.String("only"), Logger: logger(c),
-				TemporalLogLevel: parseLevel(c.String("temporal-log-level"), slog.LevelWarn),
+				Only: c.String("only"), Logger: logflag.Logger(c),
+				TemporalLogLevel: logflag.ParseLevel(c.String("temporal-log-level"), slog.LevelWarn),
 			}, c.App.Writer)
 		},
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	bccli "github.com/better-compute/better-compute/cli"
+	"github.com/better-compute/better-compute/internal/logflag"
 )
 
 // run is `better-compute args...`: its exit code, stdout and stderr.
@@ -83,9 +84,9 @@ func TestLogFormat(t *testing.T) {
 		}
 	}
 	var logs bytes.Buffer
-	probe := &cli.App{ErrWriter: &logs, Flags: []cli.Flag{&cli.StringFlag{Name: "log-level", Value: "info"}, logFormatFlag()},
+	probe := &cli.App{ErrWriter: &logs, Flags: []cli.Flag{&cli.StringFlag{Name: "log-level", Value: "info"}, logflag.Format()},
 		Action: func(c *cli.Context) error {
-			log := logger(c)
+			log := logflag.Logger(c)
 			log.Info("one", "k", "v")
 			log.Debug("hidden")
 			log.Warn("two", "n", 2)
