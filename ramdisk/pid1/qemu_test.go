@@ -27,8 +27,7 @@ import (
 // The QEMU tests boot the ramdisk that `task ramdisk` built (build/ramdisk,
 // or BC_RAMDISK_DIR) under TCG, with a virtio NIC on QEMU's user network
 // (its DHCP server; the host's loopback is 10.0.2.2) and a virtio disk file.
-// With BC_QEMU_LONG set (`task test-ramdisk`) they also wipe the disk and
-// boot a machine whose BOOTIF names no NIC.
+// They wipe the disk and boot a machine whose BOOTIF names no NIC too.
 
 const (
 	vmMAC     = "52:54:00:12:34:56"
@@ -191,9 +190,6 @@ func TestQEMUJoinAndInventory(t *testing.T) {
 // not have: the ramdisk must say so on the console and reboot (QEMU, with
 // -no-reboot, then exits) instead of hanging.
 func TestQEMUMissingBootNIC(t *testing.T) {
-	if os.Getenv("BC_QEMU_LONG") == "" {
-		t.Skip("the long QEMU tier: BC_QEMU_LONG=1 (task test-ramdisk)")
-	}
 	relay := agenttest.NewRelayFor(t, "10.0.2.2")
 	line, _ := cmdline(t, relay, ids.New(ids.Node), "52:54:00:99:99:99")
 	v := boot(t, line)
