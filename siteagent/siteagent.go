@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,6 +75,9 @@ type Config struct {
 	// BCD_SECRET_*; the API accepts only BCD_SECRET_* at enroll, so another
 	// name serves nodes written to the database by other means (older nodes).
 	AllowEnv []string
+	// BMCNetworks, when set, are the only networks the agent reaches BMCs
+	// in (bcd site --bmc-network): no credential goes to another address.
+	BMCNetworks []netip.Prefix
 	// DisableWorker skips the Temporal worker: tests and emulation drive
 	// Agent.Activities directly.
 	DisableWorker bool
@@ -276,7 +280,7 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	}
 	a.attempts = site.NewAttemptsClient(cp, a.cfg.ControlPlaneURL)
 	a.acts = &site.Activities{
-		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv, AllowEnv: a.cfg.AllowEnv,
+		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv, AllowEnv: a.cfg.AllowEnv, BMCNetworks: a.cfg.BMCNetworks,
 		Boot: a.boot, Cache: a.cache, Relay: a.relay, BootStall: a.cfg.BootStall, Logger: a.log,
 	}
 	return nil

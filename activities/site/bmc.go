@@ -69,6 +69,9 @@ func (a *Activities) withDriver(ctx context.Context, op string, t kinds.BMCTarge
 		return errs.New(errs.Unsupported,
 			"this site agent has no %q BMC driver; run a site agent built with it", addr.Driver).WithOp(op)
 	}
+	if err := a.checkBMCNetwork(ctx, addr); err != nil {
+		return withOp(err, op)
+	}
 	creds, err := a.credentials(ctx, t.CredentialsRef)
 	if err != nil {
 		return withOp(err, op)

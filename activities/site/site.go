@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -72,9 +73,12 @@ type Activities struct {
 	// AllowEnv names the variables env:// may read besides those starting
 	// with kinds.EnvSecretPrefix (bcd site --allow-env).
 	AllowEnv []string
-	Boot     BootTable
-	Cache    ImageCache
-	Relay    Relay
+	// BMCNetworks, when set, are the only networks a BMC may be reached in
+	// (bcd site --bmc-network): credentials go to no other address.
+	BMCNetworks []netip.Prefix
+	Boot        BootTable
+	Cache       ImageCache
+	Relay       Relay
 	// BootStall is how long a ramdisk boot may show no new milestone (PXE
 	// answer, script, kernel, initramfs, relay) before a command waiting for
 	// its ramdisk fails with BOOT_STALLED; DefaultBootStall when zero.

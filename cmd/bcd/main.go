@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/better-compute/better-compute/activities/site"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/ipmi"
 	"github.com/better-compute/better-compute/bmc/redfish"
@@ -78,16 +79,22 @@ func app() *cli.App {
 						Usage: "serve Prometheus /metrics here (e.g. 127.0.0.1:9091); off for none"},
 					&cli.StringSliceFlag{Name: "allow-env",
 						Usage: "an env:// credentials variable to read besides BCD_SECRET_* (repeatable; the API accepts only BCD_SECRET_* at enroll, so this serves nodes enrolled before that rule)"},
+					&cli.StringSliceFlag{Name: "bmc-network",
+						Usage: "a network (CIDR) the site's BMCs are in (repeatable); when given, a BMC address outside every one gets no credentials and its command fails PERMISSION_DENIED"},
 					logLevel, logFormat,
 				},
 				Action: func(c *cli.Context) error {
+					bmcNets, err := site.ParseBMCNetworks(c.StringSlice("bmc-network"))
+					if err != nil {
+						return err
+					}
 					return siteagent.Run(c.Context, siteagent.Config{ControlPlaneURL: c.String("control-plane"),
 						CAFile: c.String("ca-file"), TokenFile: c.String("token-file"), DataDir: c.String("data-dir"),
 						BootListen: c.String("boot-listen"), RelayListen: c.String("relay-listen"),
 						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"), BootStall: c.Duration("boot-stall"),
 						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
 							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
-						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), Drivers: drivers(), Logger: logflag.Logger(c)})
+						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), BMCNetworks: bmcNets, Drivers: drivers(), Logger: logflag.Logger(c)})
 				},
 			},
 			{
