@@ -6,14 +6,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
 )
 
-const siteColumns = "id, tenant_id, kind, region, COALESCE(key, ''), created_at"
+const siteColumns = "id, tenant_id, kind, region, COALESCE(key, ''), loopback_lab, serve_hosts, created_at"
 
 func scanSite(row pgx.Row) (Site, error) {
 	var x Site
-	err := row.Scan(&x.ID, &x.TenantID, &x.Kind, &x.Region, &x.Key, &x.CreatedAt)
+	err := row.Scan(&x.ID, &x.TenantID, &x.Kind, &x.Region, &x.Key, &x.LoopbackLab, &x.ServeHosts, &x.CreatedAt)
 	return x, err
 }
 
@@ -27,9 +28,9 @@ func (s *Store) CreateSite(ctx context.Context, x Site) (Site, bool, error) {
 		x.ID = ids.New(ids.Site)
 	}
 	site, err := scanSite(s.pool.QueryRow(ctx, `
-		INSERT INTO sites (id, tenant_id, kind, region, key) VALUES ($1, $2, $3, $4, NULLIF($5, ''))
+		INSERT INTO sites (id, tenant_id, kind, region, key, loopback_lab) VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6)
 		ON CONFLICT (tenant_id, key) DO NOTHING
-		RETURNING `+siteColumns, x.ID, x.TenantID, x.Kind, x.Region, x.Key))
+		RETURNING `+siteColumns, x.ID, x.TenantID, x.Kind, x.Region, x.Key, x.LoopbackLab))
 	if err == nil {
 		return site, true, nil
 	}
@@ -63,4 +64,43 @@ func (s *Store) ListSites(ctx context.Context, tenantID string) ([]Site, error) 
 	}
 	sites, err := collect(rows, scanSite)
 	return sites, dbError("store.ListSites", err)
+}
+
+// serveHostsLock is the pg_advisory_xact_lock key that serializes declarations
+// of serve hosts, so two sites cannot claim one name at once ("bc-serve").
+const serveHostsLock int64 = 0x62632d7365727665
+
+// DeclareServeHosts records hosts as the names the site's agent may get
+// serving certificates for, replacing what it declared before. A name in
+// exclusive that another site (of any tenant) declared is PERMISSION_DENIED,
+// naming the name but not the other site: a site's names are its own, so its
+// certificate cannot stand in for another site's relay.
+func (s *Store) DeclareServeHosts(ctx context.Context, tenantID, siteID string, hosts, exclusive []string) error {
+	const op = "store.DeclareServeHosts"
+	if hosts == nil {
+		hosts = []string{} // the column is NOT NULL
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", serveHostsLock); err != nil {
+			return dbError(op, err)
+		}
+		var taken string
+		err := tx.QueryRow(ctx, `SELECT h FROM sites, unnest(serve_hosts) AS h
+			WHERE id <> $1 AND h = ANY($2) LIMIT 1`, siteID, exclusive).Scan(&taken)
+		if err == nil {
+			return errs.New(errs.PermissionDenied,
+				"serve host %q is declared by another site; a site's serving names are its own (pick another name)", taken).WithOp(op)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return dbError(op, err)
+		}
+		tag, err := tx.Exec(ctx, "UPDATE sites SET serve_hosts = $3 WHERE tenant_id = $1 AND id = $2", tenantID, siteID, hosts)
+		if err != nil {
+			return dbError(op, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return notFound("site", siteID).WithOp(op)
+		}
+		return nil
+	})
 }

@@ -100,3 +100,40 @@ func TestGetSiteNotFoundMessage(t *testing.T) {
 		t.Errorf("GetSite(missing) = %v, want the id named", err)
 	}
 }
+
+func TestDeclareServeHosts(t *testing.T) {
+	t.Parallel()
+	s := newTenants(t)
+	ctx := t.Context()
+	lab, _, err := s.CreateSite(ctx, store.Site{TenantID: "a", Kind: "shared", Region: "lab-1", LoopbackLab: true})
+	if err != nil || !lab.LoopbackLab || len(lab.ServeHosts) != 0 {
+		t.Fatalf("CreateSite(loopback lab) = %+v, %v; want a lab with no serve hosts", lab, err)
+	}
+	other, _, _ := s.CreateSite(ctx, store.Site{TenantID: "b", Kind: "shared", Region: "r"})
+	if err := s.DeclareServeHosts(ctx, "a", lab.ID, []string{"relay.a.test", "127.0.0.1"}, []string{"relay.a.test"}); err != nil {
+		t.Fatalf("DeclareServeHosts(lab) = %v", err)
+	}
+	got, _ := s.GetSite(ctx, "a", lab.ID)
+	if diff := cmp.Diff([]string{"relay.a.test", "127.0.0.1"}, got.ServeHosts); diff != "" {
+		t.Errorf("GetSite().ServeHosts (-want +got):\n%s", diff)
+	}
+	// Another site, even of another tenant, cannot claim an exclusive name;
+	// loopback, left out of exclusive, is shared by labs.
+	err = s.DeclareServeHosts(ctx, "b", other.ID, []string{"relay.a.test"}, []string{"relay.a.test"})
+	wantKind(t, "DeclareServeHosts(another site's name)", err, errs.PermissionDenied)
+	if err == nil || !strings.Contains(err.Error(), "relay.a.test") || strings.Contains(err.Error(), lab.ID) {
+		t.Errorf("DeclareServeHosts(another site's name) = %v; want the name, not the other site", err)
+	}
+	if err := s.DeclareServeHosts(ctx, "b", other.ID, []string{"127.0.0.1"}, nil); err != nil {
+		t.Errorf("DeclareServeHosts(loopback, not exclusive) = %v", err)
+	}
+	err = s.DeclareServeHosts(ctx, "a", other.ID, nil, nil)
+	wantKind(t, "DeclareServeHosts(another tenant's site)", err, errs.NotFound)
+	tooMany := make([]string, 17)
+	for i := range tooMany {
+		tooMany[i] = strings.Repeat("x", i+1) + ".test"
+	}
+	if err := s.DeclareServeHosts(ctx, "a", lab.ID, tooMany, nil); err == nil {
+		t.Errorf("DeclareServeHosts(17 hosts) = nil, want the bound refused")
+	}
+}

@@ -9,7 +9,13 @@ import (
 // its creation idempotent within the tenant.
 type Site struct {
 	ID, TenantID, Kind, Region, Key string
-	CreatedAt                       time.Time
+	// LoopbackLab marks a lab whose agent shares a host with the control
+	// plane: only its agent may be certified for loopback names.
+	LoopbackLab bool
+	// ServeHosts are the names and addresses the site's agent declared at
+	// its join; its serving certificates name only these.
+	ServeHosts []string
+	CreatedAt  time.Time
 }
 
 // SiteToken lets a site agent join its site once. The token itself is never
