@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -119,6 +120,22 @@ func withKinds(next http.Handler) http.Handler {
 	})
 }
 
+// decodeFieldRE finds the field protojson names in a decode error:
+// `invalid value for int64 field ttlSeconds: "x"`, `unknown field "foo"`.
+var decodeFieldRE = regexp.MustCompile(`(?:invalid value for \S+ field ([A-Za-z0-9_.]+):|unknown field "([^"]{1,64})")`)
+
+// decodeField returns the field a Connect decode error names, or "".
+func decodeField(msg string) string {
+	m := decodeFieldRE.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	return m[1] + m[2]
+}
+
+// decodeMessageLimit bounds the message of an error Connect wrote itself.
+const decodeMessageLimit = 256
+
 // errorRecorder holds back error bodies to add the detail; success
 // responses pass straight through.
 type errorRecorder struct {
@@ -151,11 +168,17 @@ func (e *errorRecorder) finish(procedure string) {
 	out := e.body.Bytes()
 	var body map[string]any
 	if json.Unmarshal(out, &body) == nil && body["details"] == nil {
+		// Connect's decode errors quote the input (an unknown field's
+		// whole name): keep a short prefix, as the interceptor does.
+		if msg, _ := body["message"].(string); len(msg) > decodeMessageLimit {
+			body["message"] = clip(msg, decodeMessageLimit) + "…"
+		}
 		code, _ := body["code"].(string)
-		d := &v1.ErrorDetail{Kind: string(errs.FromCode(code)), Op: procedure}
+		msg, _ := body["message"].(string)
+		d := &v1.ErrorDetail{Kind: string(errs.FromCode(code)), Op: procedure, Field: decodeField(msg)}
 		raw, _ := proto.Marshal(d)
 		body["details"] = []any{map[string]any{"type": "bettercompute.v1.ErrorDetail",
-			"value": base64.RawStdEncoding.EncodeToString(raw), "debug": map[string]any{"kind": d.Kind, "op": d.Op}}}
+			"value": base64.RawStdEncoding.EncodeToString(raw), "debug": map[string]any{"kind": d.Kind, "op": d.Op, "field": d.Field}}}
 		if b, err := json.Marshal(body); err == nil {
 			out = b
 		}

@@ -200,14 +200,21 @@ func checkString(path, s string, limit int, freeText bool) error {
 // quote quotes at most echoLimit bytes of s, so an error never carries a
 // large input back.
 func quote(s string) string {
-	if len(s) <= echoLimit {
-		return fmt.Sprintf("%q", s)
+	if c := clip(s, echoLimit); c != s {
+		return fmt.Sprintf("%q…", c)
 	}
-	cut := echoLimit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	return fmt.Sprintf("%q", s)
+}
+
+// clip returns at most n bytes of s, cut at a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return fmt.Sprintf("%q…", s[:cut])
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func fieldPath(prefix, name string) string {

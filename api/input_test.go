@@ -211,3 +211,71 @@ func TestIDsAreShapeChecked(t *testing.T) {
 		}
 	}
 }
+
+// wrongTyped returns, for each field of mt, a JSON body giving that field a
+// value of another JSON type than protojson expects.
+func wrongTyped(mt protoreflect.MessageType) map[string]string {
+	out := map[string]string{}
+	fields := mt.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		v := `"x"` // numbers, bools, enums, lists, maps and messages refuse a bare word
+		switch {
+		case fd.IsList() || fd.IsMap():
+		case fd.Kind() == protoreflect.StringKind || fd.Kind() == protoreflect.BytesKind:
+			v = `{"a":1}`
+		case fd.Message() != nil && fd.Message().FullName() == "google.protobuf.Value":
+			continue // any JSON is a Value
+		}
+		out[fd.JSONName()] = `{"` + fd.JSONName() + `":` + v + `}`
+	}
+	return out
+}
+
+// TestEveryMethodRefusesMalformedInput sends every method of every service
+// malformed JSON, an unknown field, and each of its fields with a value of
+// the wrong type: each is 400 INVALID_INPUT, never a 5xx, quotes no more
+// than a short prefix of the input, and writes nothing.
+func TestEveryMethodRefusesMalformedInput(t *testing.T) {
+	e := newEnv(t)
+	agents := httptest.NewTLSServer(api.New(api.Config{Store: e.store}).AgentsHandler(api.Agents{}))
+	t.Cleanup(agents.Close)
+	before := rowCounts(t, e.store)
+	swept := 0
+	for _, m := range allMethods(t) {
+		bodies := map[string]string{"truncated": `{"`, "array": `[]`, "unknown field": `{"noSuchField` + strings.Repeat("x", 4096) + `":1}`}
+		named := map[string]string{} // body name → the field the error must name
+		for name, b := range wrongTyped(m.input) {
+			bodies["wrong type of "+name] = b
+			if fd := m.input.Descriptor().Fields().ByJSONName(name); fd.Message() == nil && !fd.IsList() {
+				named["wrong type of "+name] = name
+			}
+		}
+		url, client := e.url, http.DefaultClient
+		if m.agents {
+			url, client = agents.URL, agents.Client()
+		}
+		for name, body := range bodies {
+			code, out, raw := post(t, client, url, e.root, m.procedure, []byte(body))
+			if code != http.StatusBadRequest || kindOf(out) != "INVALID_INPUT" {
+				t.Errorf("%s(%s) = %d %s, want 400 INVALID_INPUT", m.procedure, name, code, kindOf(out))
+			}
+			if want := named[name]; want != "" && field(out) != want {
+				t.Errorf("%s(%s) names field %q, want %q", m.procedure, name, field(out), want)
+			}
+			if len(raw) > 1024 {
+				t.Errorf("%s(%s) answered %d bytes, want the input not echoed", m.procedure, name, len(raw))
+			}
+			swept++
+		}
+	}
+	if swept < 4*len(allMethods(t)) {
+		t.Errorf("swept %d requests over %d methods, want at least 4 each", swept, len(allMethods(t)))
+	}
+	after := rowCounts(t, e.store)
+	for table, n := range before {
+		if after[table] != n {
+			t.Errorf("rows of %s = %d after the sweep, want %d (nothing written)", table, after[table], n)
+		}
+	}
+}
