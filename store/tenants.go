@@ -68,6 +68,20 @@ func (s *Store) LookupAPIToken(ctx context.Context, hash []byte) (tenantID, toke
 	return tenantID, tokenID, nil
 }
 
+// APITokenTenant returns the tenant of token id while it is not revoked: a
+// session made from the token (the Web UI's) lives no longer than the token.
+func (s *Store) APITokenTenant(ctx context.Context, id string) (string, error) {
+	var tenantID string
+	err := s.pool.QueryRow(ctx, "SELECT tenant_id FROM api_tokens WHERE id = $1 AND revoked_at IS NULL", id).Scan(&tenantID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", errs.New(errs.NotFound, "no such API token, or it was revoked").WithOp("store.APITokenTenant")
+	}
+	if err != nil {
+		return "", dbError("store.APITokenTenant", err)
+	}
+	return tenantID, nil
+}
+
 // RevokeAPIToken revokes the tenant's token id; revoking twice is fine.
 func (s *Store) RevokeAPIToken(ctx context.Context, tenantID, id string) error {
 	tag, err := s.pool.Exec(ctx,
