@@ -42,6 +42,11 @@ func (d *Driver) SetBootDevice(ctx context.Context, dev bmc.BootDevice, persiste
 		return err
 	}
 	defer cn.close()
+	return d.override(sys, op, dev, tgt, persistent)
+}
+
+// override PATCHes the system's Boot override to tgt, Once or Continuous.
+func (d *Driver) override(sys *redfish.ComputerSystem, op string, dev bmc.BootDevice, tgt redfish.BootSourceOverrideTarget, persistent bool) error {
 	if allowed := allowedTargets(sys.RawData); len(allowed) > 0 && !slices.Contains(allowed, string(tgt)) {
 		return errs.New(errs.Unsupported, "BMC %s cannot boot %s from %q (Redfish target %s): it allows %s",
 			d.addr.HostPort(), sys.ODataID, dev, tgt, strings.Join(allowed, ", ")).WithOp(op)

@@ -125,8 +125,8 @@ func TestWrongPasswordIsFinal(t *testing.T) {
 	b := lateBMC(t, 0, false)
 	var logins atomic.Int32
 	counting := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, _, ok := r.BasicAuth(); ok {
-			logins.Add(1)
+		if _, _, ok := r.BasicAuth(); ok || (r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/Sessions")) {
+			logins.Add(1) // basic authentication, or a session login
 		}
 		b.ServeHTTP(w, r)
 	})

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/stmcginnis/gofish/common"
 )
@@ -31,8 +32,8 @@ func (d *Driver) fail(op string, err error) error {
 		if re.HTTPReturnedStatusCode == http.StatusUnauthorized {
 			e.Kind = errs.Unauthenticated // final: retrying a wrong password can lock the BMC account
 		}
-	case errors.As(err, new(*tls.CertificateVerificationError)):
-		e.Msg, e.Err = fmt.Sprintf("BMC %s presented a TLS certificate the site agent does not trust: give its CA, or allow insecure TLS for this BMC", host), err
+	case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(*bmc.PinMismatchError)):
+		e.Msg, e.Err = d.untrusted(err), err
 	case errors.Is(err, context.DeadlineExceeded):
 		e.Msg, e.Err = fmt.Sprintf("BMC %s did not answer in time: check that it is up and reachable from the site agent", host), err
 	case errors.Is(err, context.Canceled):
@@ -47,6 +48,27 @@ func (d *Driver) fail(op string, err error) error {
 	}
 	d.log.Warn("redfish operation failed", "op", op, "err", e.Error())
 	return e
+}
+
+// untrusted says why the BMC's certificate was refused and which enroll
+// flag fixes it, with the pin of the key it presented so an operator can
+// compare it with the BMC's own console before trusting it.
+func (d *Driver) untrusted(err error) string {
+	host := d.addr.HostPort()
+	var pm *bmc.PinMismatchError
+	if errors.As(err, &pm) {
+		return fmt.Sprintf("BMC %s presented a TLS key whose pin is %s, not the enrolled %s: if the BMC's certificate was replaced, check the new one and enroll the node with %s %s",
+			host, pm.Got, pm.Want, bmc.FlagTLSPin, pm.Got)
+	}
+	msg := fmt.Sprintf("BMC %s presented a TLS certificate the site agent does not trust", host)
+	var ve *tls.CertificateVerificationError
+	if errors.As(err, &ve) && len(ve.UnverifiedCertificates) > 0 {
+		msg += fmt.Sprintf(" (public key pin %s)", bmc.SPKIPin(ve.UnverifiedCertificates[0]))
+	}
+	if d.tls.CAPEM != "" {
+		return msg + fmt.Sprintf(": it does not chain to the CA given with %s, or does not name %s; give the CA that signed it", bmc.FlagCAFile, d.addr.Host)
+	}
+	return msg + fmt.Sprintf(": enroll it with %s (its CA certificate) or %s (its public key pin), or in a lab with %s", bmc.FlagCAFile, bmc.FlagTLSPin, bmc.FlagInsecure)
 }
 
 // httpMessage explains an HTTP error status of the BMC.

@@ -1,15 +1,16 @@
 // Package redfish owns the Redfish BMC driver: it implements bmc.Driver on top of
 // github.com/stmcginnis/gofish, finding the machine's ComputerSystem, mapping power
 // actions to ComputerSystem.Reset types the BMC allows, setting the boot override,
-// and reading inventory (with NIC MACs from EthernetInterfaces). Every failure is
+// reading inventory (with NIC MACs from EthernetInterfaces), and mounting an ISO
+// on the CD/DVD virtual media (media.go). It logs in with a Redfish session per
+// operation, falling back to basic authentication (session.go), and checks the
+// BMC's certificate as bmc.TLS says. Every failure is
 // an errs.Error: DRIVER_ERROR naming the BMC and the HTTP status, UNSUPPORTED for
 // what the BMC does not allow, INVALID_INPUT for an address that names no system.
 package redfish
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"log/slog"
 	"net/http"
 	"time"
@@ -24,13 +25,13 @@ import (
 type Config struct {
 	Address     bmc.Address     // from bmc.ParseAddress with driver "redfish"
 	Credentials bmc.Credentials // never logged
-	// SessionAuth logs in through the SessionService and logs out after each
-	// operation; basic authentication is used otherwise.
-	SessionAuth bool
-	// InsecureSkipVerify accepts any TLS certificate (BMCs often have
-	// self-signed ones); RootCAs, when set, is the pool to verify against.
-	InsecureSkipVerify bool
-	RootCAs            *x509.CertPool
+	// BasicAuth sends the credentials with every request. Otherwise each
+	// operation logs in through the SessionService and logs out at its end,
+	// falling back to basic authentication on a service without sessions.
+	BasicAuth bool
+	// TLS says how the BMC's certificate is checked: against the system
+	// roots by default.
+	TLS bmc.TLS
 	// Timeout bounds each operation; 60 seconds when zero.
 	Timeout time.Duration
 	// Confirm bounds how long a power action waits for the BMC to report
@@ -44,9 +45,10 @@ type Config struct {
 type Driver struct {
 	addr    bmc.Address
 	creds   bmc.Credentials
-	session bool
+	basic   bool
 	timeout time.Duration
 	confirm bmc.Confirm
+	tls     bmc.TLS
 	http    *http.Client
 	log     *slog.Logger
 }
@@ -64,6 +66,9 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Credentials.Username == "" {
 		return nil, errs.Invalid("bmc.credentials", "the Redfish driver needs a BMC username")
 	}
+	if err := cfg.TLS.Check("bmc.tls", cfg.Address); err != nil {
+		return nil, err
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 60 * time.Second
 	}
@@ -74,9 +79,13 @@ func New(cfg Config) (*Driver, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: cfg.InsecureSkipVerify, RootCAs: cfg.RootCAs} //nolint:gosec // BMC certificates are often self-signed; the operator chooses
+	tc, err := cfg.TLS.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	tr.TLSClientConfig = tc
 	return &Driver{
-		addr: cfg.Address, creds: cfg.Credentials, session: cfg.SessionAuth, timeout: cfg.Timeout, confirm: cfg.Confirm,
+		addr: cfg.Address, creds: cfg.Credentials, basic: cfg.BasicAuth, tls: cfg.TLS, timeout: cfg.Timeout, confirm: cfg.Confirm,
 		http: &http.Client{Transport: tr}, log: cfg.Logger.With("bmc", cfg.Address.HostPort(), "driver", "redfish"),
 	}, nil
 }
@@ -91,28 +100,44 @@ func (d *Driver) Close() error {
 type conn struct {
 	c      *gofish.APIClient
 	cancel context.CancelFunc
-	logout bool
+	logout func() // ends the operation's session; nil with basic auth
 }
 
 func (cn *conn) close() {
-	if cn.logout {
-		cn.c.Logout()
+	if cn.logout != nil {
+		cn.logout()
 	}
 	cn.cancel()
 }
 
-// connect opens a gofish client bound to ctx, for at most timeout.
+// connect opens a gofish client bound to ctx, for at most timeout, logged in
+// with a session of its own (see session.go) or with basic authentication.
 func (d *Driver) connect(ctx context.Context, op string, timeout time.Duration) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
-	c, err := gofish.ConnectContext(ctx, gofish.ClientConfig{
-		Endpoint: d.addr.Endpoint(), Username: d.creds.Username, Password: d.creds.Password,
-		BasicAuth: !d.session, HTTPClient: d.http,
-	})
+	cfg := gofish.ClientConfig{Endpoint: d.addr.Endpoint(), HTTPClient: d.http}
+	var logout func()
+	if !d.basic {
+		s, err := d.login(ctx)
+		if err != nil {
+			cancel()
+			return nil, d.fail(op, err)
+		}
+		if s != nil {
+			cfg.Session, logout = &gofish.Session{ID: s.path, Token: s.token}, func() { d.logout(ctx, s) }
+		}
+	}
+	if cfg.Session == nil {
+		cfg.Username, cfg.Password, cfg.BasicAuth = d.creds.Username, d.creds.Password, true
+	}
+	c, err := gofish.ConnectContext(ctx, cfg)
 	if err != nil {
+		if logout != nil {
+			logout()
+		}
 		cancel()
 		return nil, d.fail(op, err)
 	}
-	return &conn{c: c, cancel: cancel, logout: d.session}, nil
+	return &conn{c: c, cancel: cancel, logout: logout}, nil
 }
 
 // connectSystem connects for one operation (the driver's timeout) and finds

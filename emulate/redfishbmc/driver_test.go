@@ -20,7 +20,7 @@ func driver(t *testing.T, b *BMC, user, pass string, session bool) *bmcredfish.D
 	if err != nil {
 		t.Fatalf("ParseAddress(%q) = %v", b.SystemURL(), err)
 	}
-	d, err := bmcredfish.New(bmcredfish.Config{Address: addr, Credentials: bmc.Credentials{Username: user, Password: pass}, SessionAuth: session})
+	d, err := bmcredfish.New(bmcredfish.Config{Address: addr, Credentials: bmc.Credentials{Username: user, Password: pass}, BasicAuth: !session})
 	if err != nil {
 		t.Fatalf("redfish.New() = %v", err)
 	}

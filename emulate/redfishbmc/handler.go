@@ -40,6 +40,9 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.postReset(w, r)
 	case r.Method == http.MethodPost && p == b.sessionsPath:
 		b.login(w, r)
+	case r.Method == http.MethodPost && b.isMediaAction(p):
+		drive, act, _ := b.mediaAction(p)
+		b.postMedia(w, r, drive, act)
 	case r.Method == http.MethodDelete && strings.HasPrefix(p, b.sessionsPath+"/"):
 		b.logout(w, strings.TrimPrefix(p, b.sessionsPath+"/"))
 	default:
@@ -83,6 +86,9 @@ func (b *BMC) get(w http.ResponseWriter, p string) {
 		return
 	case p == b.sessionsPath:
 		writeJSON(w, http.StatusOK, b.sessionCollection())
+		return
+	case b.media[p] != nil:
+		writeJSON(w, http.StatusOK, b.renderMedia(p))
 		return
 	case strings.HasPrefix(p, b.sessionsPath+"/"):
 		id := strings.TrimPrefix(p, b.sessionsPath+"/")
@@ -162,9 +168,11 @@ func (b *BMC) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !b.credentialsMatch(body.UserName, body.Password) {
+		b.countLogin(false)
 		writeError(w, http.StatusUnauthorized, "Base.1.8.InsufficientPrivilege", "wrong user name or password")
 		return
 	}
+	b.countLogin(true)
 	s := session{id: randomHex(8), user: body.UserName}
 	tok := randomHex(16)
 	b.mu.Lock()

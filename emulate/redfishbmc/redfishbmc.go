@@ -1,7 +1,7 @@
 // Package redfishbmc owns an emulated Redfish BMC: a real HTTP server that serves a
 // Redfish resource tree (one we write, or one seeded from a DMTF mockup) for one
 // machine, enforces basic and session authentication, keeps the machine's power
-// state and boot override, and calls a hook each time the machine boots so the
+// state, boot override and virtual media, and calls a hook each time the machine boots so the
 // emulated rack can PXE boot it. The Redfish driver is tested against it, and
 // `bcd emulate` runs one per emulated machine.
 package redfishbmc
@@ -52,6 +52,9 @@ type Config struct {
 	// BootTargets overrides the BootSourceOverrideTarget allowable values; nil
 	// keeps the tree's own.
 	BootTargets []string
+	// NoSessions serves no SessionService (a BMC with basic authentication
+	// only): the service root links no sessions and a login POST is 405.
+	NoSessions bool
 	// PoweredOn starts the machine on; it starts off otherwise.
 	PoweredOn bool
 	// PowerDelay lands each accepted power change this long after the Reset
@@ -81,6 +84,8 @@ type BMC struct {
 	mu       sync.Mutex
 	m        machine
 	sessions map[string]session // by token
+	media    map[string]*drive  // virtual media drives by path (media.go)
+	logins   [2]int             // session logins accepted, refused
 	srv      *http.Server
 	ln       net.Listener
 }
@@ -95,10 +100,12 @@ type State struct {
 	LastBootDevice bmc.BootDevice // the device of the last boot, "" before the first
 	Resets         map[string]int // ComputerSystem.Reset requests accepted, by ResetType
 	Sessions       int            // open Redfish sessions
+	Logins         int            // session logins accepted
+	FailedLogins   int            // session logins refused (wrong credentials)
 	// Calls are the requests that changed the machine, as they arrived over
-	// Redfish and were accepted, in order: "power:<ResetType>" and
+	// Redfish and were accepted, in order: "power:<ResetType>",
 	// "boot:<Target>/<Enabled>" ("-" for a field the PATCH left out, and
-	// "/<Mode>" when it set one). Reads, logins and the machine's own power
+	// "/<Mode>" when it set one), "media:insert:<Image>" and "media:eject". Reads, logins and the machine's own power
 	// changes (SetPowerState) are not calls.
 	Calls []string
 }
@@ -120,6 +127,10 @@ func New(cfg Config) (*BMC, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	b.findMedia()
+	if cfg.NoSessions {
+		b.dropSessions()
 	}
 	if cfg.ResetTypes != nil {
 		b.resetTypes = append([]string(nil), cfg.ResetTypes...)
@@ -233,6 +244,7 @@ func (b *BMC) State() State {
 	return State{
 		Power: b.m.power, BootTarget: b.m.bootTarget, BootEnabled: b.m.bootEnabled, BootMode: b.m.bootMode,
 		Boots: b.m.boots, LastBootDevice: b.m.lastBoot, Resets: resets, Sessions: len(b.sessions),
+		Logins: b.logins[0], FailedLogins: b.logins[1],
 		Calls: append([]string(nil), b.m.calls...),
 	}
 }

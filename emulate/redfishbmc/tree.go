@@ -82,6 +82,7 @@ func (b *BMC) buildTree() {
 		"ManagerType": "BMC", "FirmwareVersion": c.Firmware, "Status": map[string]any{"State": "Enabled", "Health": "OK"},
 		"Links": map[string]any{"ManagerForServers": []any{link(sys)}, "ManagerForChassis": []any{link(chs)}},
 	}
+	b.addManagerMedia(t, mgr)
 	t[chassisPath] = collection(chassisPath, "ChassisCollection", "Chassis Collection", chs)
 	t[chs] = map[string]any{
 		"@odata.id": chs, "@odata.type": "#Chassis.v1_22_0.Chassis", "Id": "1", "Name": "Emulated chassis",

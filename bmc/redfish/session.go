@@ -1,0 +1,128 @@
+package redfish
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/stmcginnis/gofish/common"
+)
+
+// session is one Redfish login: the session resource to DELETE at the end
+// and the X-Auth-Token that stands for the credentials meanwhile.
+type session struct {
+	path  string
+	token string
+}
+
+// maxAnswer bounds what the driver reads of a login answer.
+const maxAnswer = 1 << 20
+
+// login opens a session: it reads the service root (which needs no
+// authentication) for its Sessions collection and POSTs the credentials
+// there once. It returns nil, and the caller uses basic authentication,
+// when the service lists no sessions or refuses the POST as not
+// implemented. A rejected login is an error, never followed by a basic
+// authentication try: each failed attempt counts towards the BMC's lockout.
+func (d *Driver) login(ctx context.Context) (*session, error) {
+	sessions, err := d.sessionsPath(ctx)
+	if err != nil || sessions == "" {
+		return nil, err
+	}
+	body, _ := json.Marshal(struct{ UserName, Password string }{d.creds.Username, d.creds.Password})
+	resp, err := d.do(ctx, http.MethodPost, sessions, "", body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusCreated:
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		d.log.Info("redfish service has no sessions; using basic authentication", "status", resp.StatusCode)
+		return nil, nil
+	default:
+		return nil, common.ConstructError(resp.StatusCode, answer)
+	}
+	s := &session{token: resp.Header.Get("X-Auth-Token"), path: resp.Header.Get("Location")}
+	if u, err := url.Parse(s.path); err == nil && s.path != "" && strings.HasPrefix(u.RequestURI(), "/") {
+		s.path = u.RequestURI() // an absolute Location names a host: the session is still on this BMC
+	} else {
+		var res struct {
+			ID string `json:"@odata.id"`
+		}
+		_ = json.Unmarshal(answer, &res) // no id: the session is left to expire
+		s.path = res.ID
+	}
+	if s.token == "" {
+		return nil, common.ConstructError(resp.StatusCode, []byte("the BMC answered the session login with no X-Auth-Token"))
+	}
+	return s, nil
+}
+
+// sessionsPath reads the service root's Links.Sessions, "" when it has none.
+func (d *Driver) sessionsPath(ctx context.Context) (string, error) {
+	resp, err := d.do(ctx, http.MethodGet, "/redfish/v1/", "", nil)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if resp.StatusCode != http.StatusOK {
+		return "", common.ConstructError(resp.StatusCode, answer)
+	}
+	var root struct {
+		Links struct {
+			Sessions struct {
+				ID string `json:"@odata.id"`
+			}
+		}
+	}
+	if err := json.Unmarshal(answer, &root); err != nil {
+		return "", errors.New("the BMC's service root /redfish/v1/ is not JSON")
+	}
+	return root.Links.Sessions.ID, nil
+}
+
+// logout DELETEs the session. It runs when the operation ends, even one
+// canceled or out of time, so it has a few seconds of its own: a session
+// left open holds one of the few a BMC allows until it expires.
+func (d *Driver) logout(ctx context.Context, s *session) {
+	if s.path == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	resp, err := d.do(ctx, http.MethodDelete, s.path, s.token, nil)
+	if err != nil {
+		d.log.Warn("redfish logout failed; the session expires on its own", "err", err)
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+	resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotFound {
+		d.log.Warn("redfish logout refused; the session expires on its own", "status", resp.StatusCode)
+	}
+}
+
+// do sends one request to the BMC, with token as X-Auth-Token when given.
+func (d *Driver) do(ctx context.Context, method, path, token string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, d.addr.Endpoint()+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("X-Auth-Token", token)
+	}
+	return d.http.Do(req)
+}
