@@ -127,15 +127,15 @@ func TestConfirmMac(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := func(macs ...string) string {
+	node := func(uuid string, macs ...string) string { // one node per machine: each its own UUID
 		id := ids.New(ids.Node)
 		if _, err := a.store.CreateNode(ctx, store.Node{ID: id, TenantID: "root", SiteID: a.site, PoolID: pool.ID, MACs: macs,
-			ProductUUID: discUUID, BMCAddress: "10.0.0." + id[len(id)-3:], BMCDriver: "ipmi", BMCCredentialsRef: "env://BMC"}); err != nil {
+			ProductUUID: uuid, BMCAddress: "10.0.0." + id[len(id)-3:], BMCDriver: "ipmi", BMCCredentialsRef: "env://BMC"}); err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
-	waiting, owner := node(), node(otherMAC)
+	waiting, owner := node(discUUID), node("8f2c6a2e-1111-4000-8000-0000000000ff", otherMAC)
 	if _, err := a.siteAgent(t, a.site).Report(ctx, connect.NewRequest(&v1.ReportDiscoveriesRequest{
 		Items: []*v1.DiscoverySighting{seen(discMAC, discUUID, 1), seen(otherMAC, "", 1)}})); err != nil {
 		t.Fatal(err)

@@ -78,6 +78,9 @@ func ParseAddress(driver, raw string) (Address, error) {
 	if a.Host, a.Port, err = splitHostPort(hostport); err != nil {
 		return Address{}, err
 	}
+	if a.Port == a.defaultPort() { // one spelling per BMC: https://h and https://h:443 are one node
+		a.Port = 0
+	}
 	if a.SystemID, err = parsePath(a.Driver, path); err != nil {
 		return Address{}, err
 	}
@@ -182,7 +185,7 @@ func checkHost(host string) (string, error) {
 		if ip.IsUnspecified() || ip.IsMulticast() || ip.Zone() != "" {
 			return "", errs.Invalid("bmc.address", "host %s cannot be a BMC (unspecified, multicast or zoned address)", host)
 		}
-		return ip.String(), nil
+		return ip.Unmap().String(), nil // ::ffff:10.0.0.5 is 10.0.0.5
 	}
 	if strings.Contains(host, ":") {
 		return "", errs.Invalid("bmc.address", "host %q is not a valid IPv6 address", host)
@@ -259,16 +262,21 @@ func (a Address) SystemPath() string {
 // HostPort returns host:port with the driver's default port filled in.
 func (a Address) HostPort() string {
 	p := a.Port
-	switch {
-	case p != 0:
-	case a.Driver == DriverIPMI:
-		p = 623
-	case a.Scheme == "http":
-		p = 80
-	default:
-		p = 443
+	if p == 0 {
+		p = a.defaultPort()
 	}
 	return bracket(a.Host) + ":" + strconv.Itoa(p)
+}
+
+// defaultPort is the driver's port when the address gives none.
+func (a Address) defaultPort() int {
+	switch {
+	case a.Driver == DriverIPMI:
+		return 623
+	case a.Scheme == "http":
+		return 80
+	}
+	return 443
 }
 
 func bracket(host string) string {

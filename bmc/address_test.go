@@ -26,7 +26,10 @@ func TestParseAddress(t *testing.T) {
 		{"redfish", "https://[fd00::14]:8443/redfish/v1/Systems/1/", Address{Driver: "redfish", Scheme: "https", Host: "fd00::14", Port: 8443, SystemID: "1"}, "https://[fd00::14]:8443/redfish/v1/Systems/1"},
 		{"redfish", "fd00::14", Address{Driver: "redfish", Scheme: "https", Host: "fd00::14"}, "https://[fd00::14]"},
 		{"ipmi", "10.20.0.14", Address{Driver: "ipmi", Host: "10.20.0.14"}, "10.20.0.14"},
-		{"ipmi", "ipmi://[fd00::14]:623", Address{Driver: "ipmi", Host: "fd00::14", Port: 623}, "[fd00::14]:623"},
+		{"ipmi", "ipmi://[fd00::14]:623", Address{Driver: "ipmi", Host: "fd00::14"}, "fd00::14"}, // the default port is dropped
+		{"redfish", "https://10.0.0.5:443/redfish/v1/Systems/1", Address{Driver: "redfish", Scheme: "https", Host: "10.0.0.5", SystemID: "1"},
+			"https://10.0.0.5/redfish/v1/Systems/1"},
+		{"", "redfish+http://[::ffff:10.0.0.5]:80", Address{Driver: "redfish", Scheme: "http", Host: "10.0.0.5"}, "http://10.0.0.5"},
 		{"ipmi", "bmc1:6230", Address{Driver: "ipmi", Host: "bmc1", Port: 6230}, "bmc1:6230"},
 	}
 	for _, tt := range tests {

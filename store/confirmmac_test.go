@@ -18,8 +18,8 @@ func TestConfirmMAC(t *testing.T) {
 	t.Parallel()
 	s, site := newSite(t)
 	ctx := t.Context()
-	n := macLessNode(t, s, site)
-	taken := macLessNode(t, s, site)
+	n := macLessNode(t, s, site, uuidA)
+	taken := macLessNode(t, s, site, "8f2c6a2e-1111-4000-8000-00000000000b")
 	report(t, s, site.ID, store.Discovery{MAC: macA, ClientUUID: uuidA, FirstSeen: t0, LastSeen: t0, Count: 1},
 		store.Discovery{MAC: macB, FirstSeen: t0, LastSeen: t0, Count: 1})
 	if _, err := s.BeginMACWait(ctx, "a", taken.ID); err != nil {

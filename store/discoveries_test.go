@@ -20,15 +20,16 @@ const (
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// macLessNode returns a node of tenant "a" on site enrolled without MACs.
-func macLessNode(t *testing.T, s *store.Store, site store.Site) store.Node {
+// macLessNode returns a node of tenant "a" on site enrolled without MACs,
+// the machine with product UUID uuid (one node per machine).
+func macLessNode(t *testing.T, s *store.Store, site store.Site, uuid string) store.Node {
 	t.Helper()
 	p, err := s.CreatePool(t.Context(), store.Pool{TenantID: "a", SiteID: site.ID, Class: "metal-host", Agent: "bcd"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := ids.New(ids.Node)
-	n, err := s.CreateNode(t.Context(), store.Node{ID: id, TenantID: "a", SiteID: site.ID, PoolID: p.ID, ProductUUID: uuidA,
+	n, err := s.CreateNode(t.Context(), store.Node{ID: id, TenantID: "a", SiteID: site.ID, PoolID: p.ID, ProductUUID: uuid,
 		BMCAddress: "ipmi://bmc-" + id + ".test", BMCDriver: "ipmi", BMCCredentialsRef: "env://BMC"})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ func TestFindCandidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := macLessNode(t, s, site)
+	n := macLessNode(t, s, site, uuidA)
 	early := store.Discovery{MAC: macA, ClientUUID: uuidA, FirstSeen: t0, LastSeen: t0, Count: 1}
 	report(t, s, site.ID, early)
 	since, err := s.BeginMACWait(t.Context(), "a", n.ID)
@@ -128,7 +129,7 @@ func TestFindCandidate(t *testing.T) {
 		t.Errorf("FindCandidate(another UUID) = %s, want none", got)
 	}
 	// A MAC that a node has is nobody's candidate.
-	claimer := macLessNode(t, s, site)
+	claimer := macLessNode(t, s, site, "8f2c6a2e-1111-4000-8000-00000000000c")
 	if _, err := s.BeginMACWait(t.Context(), "a", claimer.ID); err != nil {
 		t.Fatal(err)
 	}

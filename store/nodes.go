@@ -66,17 +66,39 @@ func createNode(ctx context.Context, q rowQuerier, n Node) (Node, error) {
 		INSERT INTO metal_nodes (id, tenant_id, site_id, pool_id, state, bmc_address, bmc_driver,
 			bmc_credentials_ref, macs, product_uuid)
 		VALUES ($1, $2, $3, $4, 'enrolling', $5, $6, $7, $8, $9)
+		ON CONFLICT DO NOTHING
 		RETURNING `+nodeColumns, n.ID, n.TenantID, n.SiteID, n.PoolID, n.BMCAddress, n.BMCDriver,
 		n.BMCCredentialsRef, n.MACs, n.ProductUUID))
-	if constraint, unique, fk := violated(err); fk {
+	if constraint, _, fk := violated(err); fk {
 		if constraint == "metal_nodes_site_fk" {
 			return Node{}, notFound("site", n.SiteID).WithOp(op)
 		}
 		return Node{}, notFound("pool", n.PoolID).WithOp(op)
-	} else if unique && constraint == "metal_nodes_bmc_key" {
-		return Node{}, errs.New(errs.AlreadyExists, "BMC %s is already enrolled on site %s", n.BMCAddress, n.SiteID).WithOp(op)
+	}
+	if errors.Is(err, pgx.ErrNoRows) { // ON CONFLICT: the transaction stays usable for the lookup
+		return Node{}, duplicateMachine(ctx, q, n).WithOp(op)
 	}
 	return out, dbError(op, err)
+}
+
+// duplicateMachine is the ALREADY_EXISTS for a node whose BMC address or
+// product UUID another live node of the site has (the unique indexes
+// metal_nodes_bmc_key and metal_nodes_product_uuid_key), naming that node so
+// the operator can use or retire it; another tenant's node is not named.
+func duplicateMachine(ctx context.Context, q rowQuerier, n Node) *errs.Error {
+	var id, tenant, bmcAddress string
+	err := q.QueryRow(ctx, `SELECT id, tenant_id, bmc_address FROM metal_nodes
+		WHERE site_id = $1 AND (bmc_address = $2 OR (product_uuid = $3 AND $3 <> ''))
+		AND state <> 'retired' AND id <> $4 ORDER BY bmc_address = $2 DESC LIMIT 1`,
+		n.SiteID, n.BMCAddress, n.ProductUUID, n.ID).Scan(&id, &tenant, &bmcAddress)
+	what := "BMC " + n.BMCAddress
+	if err == nil && bmcAddress != n.BMCAddress {
+		what = "the machine with product UUID " + n.ProductUUID + " (BMC " + bmcAddress + ")"
+	}
+	if err != nil || tenant != n.TenantID {
+		return errs.New(errs.AlreadyExists, "%s is already enrolled on site %s", what, n.SiteID)
+	}
+	return errs.New(errs.AlreadyExists, "%s is already enrolled on site %s as node %s: use that node, or retire it first", what, n.SiteID, id)
 }
 
 // GetNode returns the tenant's node id.
@@ -171,7 +193,10 @@ type NodeFacts struct {
 }
 
 // RecordFacts stores what inspection learned; empty fields keep their value.
+// A product UUID that another live node of the site has is ALREADY_EXISTS
+// naming it, and nothing is stored: the same machine enrolled twice.
 func (s *Store) RecordFacts(ctx context.Context, tenantID, id string, f NodeFacts) error {
+	f.ProductUUID = strings.ToLower(f.ProductUUID)
 	_, err := s.pool.Exec(ctx, `
 		UPDATE metal_nodes SET updated_at = now(),
 			macs = CASE WHEN cardinality($3::text[]) > 0 THEN $3 ELSE macs END,
@@ -181,6 +206,14 @@ func (s *Store) RecordFacts(ctx context.Context, tenantID, id string, f NodeFact
 			disks = CASE WHEN cardinality($7::text[]) > 0 THEN $7 ELSE disks END
 		WHERE tenant_id = $1 AND id = $2`, tenantID, id, nonNil(f.MACs), f.ProductUUID, nonNil(f.Addresses),
 		nullJSON(f.Inventory), nonNil(f.Disks))
+	if _, unique, _ := violated(err); unique {
+		n, gerr := s.GetNode(ctx, tenantID, id)
+		if gerr != nil {
+			return gerr
+		}
+		n.BMCAddress, n.ProductUUID = "", f.ProductUUID
+		return duplicateMachine(ctx, s.pool, n).WithOp("store.RecordFacts")
+	}
 	return dbError("store.RecordFacts", err)
 }
 
