@@ -63,3 +63,21 @@ func lastNode(t *testing.T, e *env) string {
 	}
 	return nested(items[len(items)-1].(map[string]any), "id")
 }
+
+// TestEnrollKeepsAddresses: enroll's --addresses are stored on the node (in
+// one spelling) and shown; they were validated and then dropped.
+func TestEnrollKeepsAddresses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	site := nested(e.ok(e.acme, sitesCreate, `{"kind":"shared","region":"lab-1"}`), "site", "id")
+	pool := nested(e.ok(e.acme, poolsCreate, fmt.Sprintf(`{"siteId":%q,"class":"metal-host"}`, site)), "pool", "id")
+	e.call(e.acme, metalEnroll, fmt.Sprintf(`{"siteId":%q,"poolId":%q,"macs":["b8:ce:f6:00:00:01"],"addresses":["10.20.1.14","::ffff:10.20.1.15"],"bmc":{"address":"10.0.0.5","driver":"redfish","credentialsRef":"env://BCD_SECRET_BMC"}}`,
+		site, pool))
+	items, _ := e.ok(e.acme, metalList, `{}`)["items"].([]any)
+	if len(items) != 1 {
+		t.Fatalf("metal.list = %v, want one node", items)
+	}
+	if got := fmt.Sprint(items[0].(map[string]any)["addresses"]); got != "[10.20.1.14 10.20.1.15]" {
+		t.Errorf("metal.list addresses = %s, want [10.20.1.14 10.20.1.15]", got)
+	}
+}

@@ -99,10 +99,14 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 	if m.ProductUuid != "" && !uuidPattern.MatchString(m.ProductUuid) {
 		c.fail("productUuid", "not a UUID: %s", quote(m.ProductUuid))
 	}
+	addresses := make([]string, 0, len(m.Addresses))
 	for i, a := range m.Addresses {
-		if _, err := netip.ParseAddr(a); err != nil {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
 			c.fail(fmt.Sprintf("addresses[%d]", i), "not an IP address: %s", quote(a))
+			continue
 		}
+		addresses = append(addresses, ip.Unmap().String())
 	}
 	if c.err != nil {
 		return store.Node{}, nil, c.err
@@ -123,7 +127,7 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 	}
 	return store.Node{ID: ids.New(ids.Node), TenantID: tenant, SiteID: m.SiteId, PoolID: m.PoolId,
 		BMCAddress: addr.String(), BMCDriver: b.GetDriver(), BMCCredentialsRef: b.GetCredentialsRef(),
-		MACs: macs, ProductUUID: strings.ToLower(m.ProductUuid)}, creds, nil
+		MACs: macs, ProductUUID: strings.ToLower(m.ProductUuid), Addresses: addresses}, creds, nil
 }
 
 // checkCredentialsRef refuses, before any node exists, a reference the site

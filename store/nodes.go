@@ -64,11 +64,11 @@ func createNode(ctx context.Context, q rowQuerier, n Node) (Node, error) {
 	}
 	out, err := scanNode(q.QueryRow(ctx, `
 		INSERT INTO metal_nodes (id, tenant_id, site_id, pool_id, state, bmc_address, bmc_driver,
-			bmc_credentials_ref, macs, product_uuid)
-		VALUES ($1, $2, $3, $4, 'enrolling', $5, $6, $7, $8, $9)
+			bmc_credentials_ref, macs, product_uuid, addresses)
+		VALUES ($1, $2, $3, $4, 'enrolling', $5, $6, $7, $8, $9, $10)
 		ON CONFLICT DO NOTHING
 		RETURNING `+nodeColumns, n.ID, n.TenantID, n.SiteID, n.PoolID, n.BMCAddress, n.BMCDriver,
-		n.BMCCredentialsRef, n.MACs, n.ProductUUID))
+		n.BMCCredentialsRef, n.MACs, n.ProductUUID, nonNil(n.Addresses)))
 	if constraint, _, fk := violated(err); fk {
 		if constraint == "metal_nodes_site_fk" {
 			return Node{}, notFound("site", n.SiteID).WithOp(op)
