@@ -54,6 +54,19 @@ func (h HardwareProfiles) IDs() []string {
 	return ids
 }
 
+// Builtin returns the hardware profiles a fresh install has, so the first
+// pool needs no hand-written file: any server behind a Redfish BMC, and any
+// behind IPMI, PXE-booted by the site agent and deployed by streaming an
+// image. The configuration file adds profiles and overrides these by id.
+func Builtin() HardwareProfiles {
+	return HardwareProfiles{
+		"redfish": {Description: "built-in: a server with a Redfish BMC, PXE-booted by the site agent, image streamed to disk",
+			Drivers: Drivers{Power: "redfish", Management: "redfish", Boot: "ipxe", Deploy: "image-stream"}},
+		"ipmi": {Description: "built-in: a server with an IPMI BMC, PXE-booted by the site agent, image streamed to disk",
+			Drivers: Drivers{Power: "ipmi", Management: "ipmi", Boot: "ipxe", Deploy: "image-stream"}},
+	}
+}
+
 // Config is the control plane's configuration file.
 type Config struct {
 	HardwareProfiles HardwareProfiles `yaml:"hardwareProfiles"`
@@ -61,13 +74,13 @@ type Config struct {
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
-// Load reads path. A missing file is an empty configuration; a file that does
+// Load reads path. A missing file is the built-in profiles alone; a file that does
 // not parse, has unknown keys or names unknown drivers is an error naming the
 // file and the key.
 func Load(path string) (Config, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Config{HardwareProfiles: HardwareProfiles{}}, nil
+		return Config{HardwareProfiles: Builtin()}, nil
 	}
 	if err != nil {
 		return Config{}, errs.Wrap(errs.InvalidInput, err, "read configuration %s", path)
@@ -75,7 +88,8 @@ func Load(path string) (Config, error) {
 	return Parse(path, b)
 }
 
-// Parse parses a configuration document; name is used in errors.
+// Parse parses a configuration document over the built-in profiles; name is
+// used in errors.
 func Parse(name string, b []byte) (Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
@@ -89,6 +103,11 @@ func Parse(name string, b []byte) (Config, error) {
 	for _, id := range c.HardwareProfiles.IDs() {
 		if err := validate(id, c.HardwareProfiles[id]); err != nil {
 			return Config{}, fmt.Errorf("configuration %s: %w", name, err)
+		}
+	}
+	for id, p := range Builtin() {
+		if _, ok := c.HardwareProfiles[id]; !ok {
+			c.HardwareProfiles[id] = p
 		}
 	}
 	return c, nil

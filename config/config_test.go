@@ -23,8 +23,9 @@ hardwareProfiles:
 	if err != nil {
 		t.Fatalf("Parse(good) error: %v", err)
 	}
-	want := HardwareProfiles{"emulated-redfish": {Description: "emulated machines",
-		Drivers: Drivers{Power: "redfish", Management: "redfish", Boot: "ipxe", Deploy: "image-stream"}}}
+	want := Builtin()
+	want["emulated-redfish"] = HardwareProfile{Description: "emulated machines",
+		Drivers: Drivers{Power: "redfish", Management: "redfish", Boot: "ipxe", Deploy: "image-stream"}}
 	if diff := cmp.Diff(want, c.HardwareProfiles); diff != "" {
 		t.Errorf("Parse(good) profiles (-want +got):\n%s", diff)
 	}
@@ -48,12 +49,27 @@ hardwareProfiles:
 	}
 }
 
-func TestLoadMissingIsEmpty(t *testing.T) {
+// TestBuiltinProfiles: a fresh install (no file) has the built-in redfish
+// and ipmi profiles, each valid; a file adds to them and overrides one by id.
+func TestBuiltinProfiles(t *testing.T) {
 	t.Parallel()
 	c, err := Load(filepath.Join(t.TempDir(), "none.yaml"))
-	if err != nil || len(c.HardwareProfiles) != 0 {
-		t.Errorf("Load(missing) = %v, %v; want empty, nil", c, err)
+	if err != nil || !cmp.Equal(c.HardwareProfiles.IDs(), []string{"ipmi", "redfish"}) {
+		t.Errorf("Load(missing) = %v, %v; want the built-in ipmi and redfish", c.HardwareProfiles.IDs(), err)
 	}
+	for id, p := range Builtin() {
+		if err := validate(id, p); err != nil {
+			t.Errorf("built-in %s: %v", id, err)
+		}
+	}
+	c, err = Parse("override", []byte(`hardwareProfiles: {ipmi: {description: legacy BIOS racks, drivers: {power: ipmi, management: ipmi, boot: ipxe, deploy: none}}}`))
+	if err != nil || c.HardwareProfiles["ipmi"].Drivers.Deploy != "none" || c.HardwareProfiles["redfish"].Drivers.Power != "redfish" {
+		t.Errorf("Parse(override ipmi) = %+v, %v; want ipmi overridden and redfish kept", c.HardwareProfiles, err)
+	}
+}
+
+func TestLoadEmptyFile(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(p, []byte("hardwareProfiles: {}\n"), 0o600); err != nil {
 		t.Fatal(err)
