@@ -1,7 +1,8 @@
 // Package bmc owns the small interfaces through which the site's activities drive a
-// machine's baseboard management controller (power, boot device, inspection), the
-// values they exchange (power actions and states, boot devices, inventory), the
-// credentials that never print their password, and the parser of BMC addresses.
+// machine's baseboard management controller (power, boot device, inspection, and
+// virtual media where the BMC has it), the values they exchange (power actions and
+// states, boot devices, inventory), the credentials that never print their password
+// with the BMC's TLS trust (tls.go), and the parsers of BMC addresses and image URLs.
 // Drivers (bmc/redfish, bmc/ipmi) implement these interfaces; the registry that picks
 // a driver by name is built in main.
 package bmc
@@ -131,18 +132,25 @@ type Inventory struct {
 	BMCFirmware  string   `json:"bmcFirmware,omitempty"` // firmware version of the BMC itself
 }
 
-// Credentials log in to a BMC. String, GoString and LogValue never show the
-// password, so printing or logging Credentials is safe.
+// Credentials are what a driver needs to talk to one BMC safely: the login,
+// and how the BMC's TLS certificate is trusted (which drivers without TLS,
+// IPMI, ignore). String, GoString and LogValue never show the password, so
+// printing or logging Credentials is safe.
 type Credentials struct {
 	Username string
 	Password string
+	TLS      TLS // public: a CA, a pin or the insecure opt-out, never a secret
 }
 
 func (c Credentials) String() string {
+	pw := "<redacted>"
 	if c.Password == "" {
-		return fmt.Sprintf("{Username:%s Password:<none>}", c.Username)
+		pw = "<none>"
 	}
-	return fmt.Sprintf("{Username:%s Password:<redacted>}", c.Username)
+	if c.TLS.IsZero() {
+		return fmt.Sprintf("{Username:%s Password:%s}", c.Username, pw)
+	}
+	return fmt.Sprintf("{Username:%s Password:%s TLS:%s}", c.Username, pw, c.TLS)
 }
 
 // GoString keeps %#v from printing the password.
@@ -150,7 +158,7 @@ func (c Credentials) GoString() string { return "bmc.Credentials" + c.String() }
 
 // LogValue keeps slog from printing the password.
 func (c Credentials) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("username", c.Username), slog.Bool("password_set", c.Password != ""))
+	return slog.GroupValue(slog.String("username", c.Username), slog.Bool("password_set", c.Password != ""), slog.String("tls", c.TLS.String()))
 }
 
 func joinAny[T ~string](xs []T) string {

@@ -18,6 +18,8 @@ const (
 	PowerSetPower           = "power.setPower"
 	ManagementSetBootDevice = "management.setBootDevice"
 	BMCInspect              = "bmc.inspect"
+	MediaInsert             = "media.insert" // mount an ISO on the BMC's virtual media, boot it once
+	MediaEject              = "media.eject"
 	BootSetEntry            = "boot.setEntry"   // serve a machine the ramdisk (or tell it to boot locally)
 	BootClearEntry          = "boot.clearEntry" // forget a machine's boot entry
 	CacheEnsureImage        = "cache.ensureImage"
@@ -69,6 +71,20 @@ type BMCTarget struct {
 	Address        string `json:"address"`
 	Driver         string `json:"driver"` // redfish or ipmi
 	CredentialsRef string `json:"credentialsRef"`
+	// TLS says how the BMC's certificate is checked (enroll --bmc-ca-file,
+	// --bmc-tls-pin, --bmc-insecure); public, so it may travel in clear.
+	TLS bmc.TLS `json:"tls,omitzero"`
+}
+
+// MediaInsertInput is media.insert's input.
+type MediaInsertInput struct {
+	BMC BMCTarget `json:"bmc"`
+	URL string    `json:"url"` // the ISO, which the BMC fetches itself
+}
+
+// MediaEjectInput is media.eject's input.
+type MediaEjectInput struct {
+	BMC BMCTarget `json:"bmc"`
 }
 
 // SetPowerInput is power.setPower's input.
@@ -208,7 +224,4 @@ type Progress struct {
 	// Boot is where the ramdisk's boot is while the command waits for it
 	// (the site agent's boot trail, e.g. "script, 3s ago").
 	Boot string `json:"boot,omitempty"`
-	// BMC is the node's BMC while it fails to answer ("BMC H unreachable
-	// since T: <its last answer>"), while the command waits on it.
-	BMC string `json:"bmc,omitempty"`
 }

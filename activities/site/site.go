@@ -73,9 +73,6 @@ type Activities struct {
 	// AllowEnv names the variables env:// may read besides those starting
 	// with kinds.EnvSecretPrefix (bcd site --allow-env).
 	AllowEnv []string
-	// BMCs serializes the calls to each BMC host and holds its circuit
-	// breaker; nil shares the process's gate (bmcgate.go).
-	BMCs *BMCGate
 	// BMCNetworks, when set, are the only networks a BMC may be reached in
 	// (bcd site --bmc-network): credentials go to no other address.
 	BMCNetworks []netip.Prefix
@@ -105,6 +102,8 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 		{kinds.PowerSetPower, a.SetPower},
 		{kinds.ManagementSetBootDevice, a.SetBootDevice},
 		{kinds.BMCInspect, a.Inspect},
+		{kinds.MediaInsert, a.MediaInsert},
+		{kinds.MediaEject, a.MediaEject},
 		{kinds.BootSetEntry, a.SetBootEntry},
 		{kinds.BootClearEntry, a.ClearBootEntry},
 		{kinds.CacheEnsureImage, a.EnsureImage},

@@ -24,14 +24,11 @@ import (
 // Config says how to reach one BMC.
 type Config struct {
 	Address     bmc.Address     // from bmc.ParseAddress with driver "redfish"
-	Credentials bmc.Credentials // never logged
+	Credentials bmc.Credentials // never logged; its TLS says how the BMC's certificate is checked
 	// BasicAuth sends the credentials with every request. Otherwise each
 	// operation logs in through the SessionService and logs out at its end,
 	// falling back to basic authentication on a service without sessions.
 	BasicAuth bool
-	// TLS says how the BMC's certificate is checked: against the system
-	// roots by default.
-	TLS bmc.TLS
 	// Timeout bounds each operation; 60 seconds when zero.
 	Timeout time.Duration
 	// Confirm bounds how long a power action waits for the BMC to report
@@ -66,7 +63,7 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Credentials.Username == "" {
 		return nil, errs.Invalid("bmc.credentials", "the Redfish driver needs a BMC username")
 	}
-	if err := cfg.TLS.Check("bmc.tls", cfg.Address); err != nil {
+	if err := cfg.Credentials.TLS.Check("bmc.tls", cfg.Address); err != nil {
 		return nil, err
 	}
 	if cfg.Timeout <= 0 {
@@ -79,13 +76,13 @@ func New(cfg Config) (*Driver, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tc, err := cfg.TLS.ClientConfig()
+	tc, err := cfg.Credentials.TLS.ClientConfig()
 	if err != nil {
 		return nil, err
 	}
 	tr.TLSClientConfig = tc
 	return &Driver{
-		addr: cfg.Address, creds: cfg.Credentials, basic: cfg.BasicAuth, tls: cfg.TLS, timeout: cfg.Timeout, confirm: cfg.Confirm,
+		addr: cfg.Address, creds: cfg.Credentials, basic: cfg.BasicAuth, tls: cfg.Credentials.TLS, timeout: cfg.Timeout, confirm: cfg.Confirm,
 		http: &http.Client{Transport: tr}, log: cfg.Logger.With("bmc", cfg.Address.HostPort(), "driver", "redfish"),
 	}, nil
 }

@@ -57,7 +57,7 @@ func TestDriverTLS(t *testing.T) {
 		{"insecure", bmc.TLS{Insecure: true}, nil},
 	}
 	for _, tt := range tests {
-		d, err := bmcredfish.New(bmcredfish.Config{Address: addr, Credentials: bmc.Credentials{Username: testUser, Password: testPass}, TLS: tt.tls})
+		d, err := bmcredfish.New(bmcredfish.Config{Address: addr, Credentials: bmc.Credentials{Username: testUser, Password: testPass, TLS: tt.tls}})
 		if err != nil {
 			t.Fatalf("New(%s) = %v", tt.name, err)
 		}
