@@ -48,6 +48,7 @@ const (
 	CommandSent      = "sent"
 	CommandSucceeded = "succeeded"
 	CommandFailed    = "failed"
+	CommandAborted   = "aborted" // metal.abort cancelled it while it ran
 )
 
 // RamdiskKinds lists the kinds the site relays to a ramdisk.

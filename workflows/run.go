@@ -29,6 +29,7 @@ type run struct {
 	// discovered is the MAC PXE discovery gave the node in this run, which
 	// the ramdisk's inventory must confirm (checkDiscovered).
 	discovered string
+	aborting   bool // leaveSafe runs: fewer tries per site command
 }
 
 func newRun(ctx workflow.Context, in Input) (*run, error) {
@@ -129,8 +130,17 @@ func (r *run) siteOptions(step string, timeout time.Duration, heartbeat time.Dur
 		StartToCloseTimeout: timeout,
 		HeartbeatTimeout:    heartbeat,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
-			MaximumAttempts: 8, NonRetryableErrorTypes: errs.FinalKinds()},
+			MaximumAttempts: r.siteAttempts(), NonRetryableErrorTypes: errs.FinalKinds()},
 	})
+}
+
+// siteAttempts bounds a site command's tries: 8, or 2 while an abort
+// leaves the machine safe, so a dead BMC cannot hold the abort for minutes.
+func (r *run) siteAttempts() int32 {
+	if r.aborting {
+		return 2
+	}
+	return 8
 }
 
 // send sends a command of kind to the site (runsOn "site") or, relayed, to
@@ -151,7 +161,10 @@ func (r *run) send(kind, runsOn string, timeout time.Duration, in, out any) erro
 	}
 	err := workflow.ExecuteActivity(r.siteOptions(step, timeout, heartbeat), kind, in).Get(r.ctx, out)
 	rec.Status = kinds.CommandSucceeded
-	if err != nil {
+	switch {
+	case temporal.IsCanceledError(err): // metal.abort: not an INTERNAL failure
+		rec.Status, rec.Error = kinds.CommandAborted, "aborted"
+	case err != nil:
 		rec.Status, rec.ErrorKind, rec.Error = kinds.CommandFailed, string(kindOf(err)), err.Error()
 	}
 	dctx, cancel := workflow.NewDisconnectedContext(lctx)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/better-compute/better-compute/bmc"
@@ -29,7 +30,11 @@ func verb(ctx workflow.Context, in Input, v nodestate.Verb, body func(r *run) (*
 	}
 	defer func() {
 		if err != nil {
-			r.fail(r.abortReason(err))
+			cause := r.abortReason(err)
+			if temporal.IsCanceledError(err) {
+				cause = r.leaveSafe(cause)
+			}
+			r.fail(cause)
 			res.State = r.state
 		}
 	}()
@@ -44,6 +49,43 @@ func (r *run) abortReason(err error) error {
 		return fmt.Errorf("aborted: %s", reason)
 	}
 	return err
+}
+
+// abortLeavesSafe is the workflow.GetVersion change id of leaveSafe:
+// histories of aborts from before it replay without its commands.
+const abortLeavesSafe = "abort-leaves-machine-safe"
+
+// leaveSafe runs after metal.abort cancelled the verb, before the node
+// moves to failed: the machine is powered off, its ramdisk boot entry
+// removed and its next boot set back to disk, so an aborted machine does
+// not keep running or PXE-boot our ramdisk later. Each command is recorded
+// as usual and tried even when one before failed; a failure is named in
+// the node's error, and the node still moves to failed.
+func (r *run) leaveSafe(cause error) error {
+	dctx, cancel := workflow.NewDisconnectedContext(r.ctx)
+	defer cancel()
+	if workflow.GetVersion(dctx, abortLeavesSafe, workflow.DefaultVersion, 1) == workflow.DefaultVersion || !r.state.Active() {
+		return cause
+	}
+	ctx := r.ctx
+	r.ctx, r.aborting = dctx, true
+	defer func() { r.ctx, r.aborting = ctx, false }()
+	steps := []struct {
+		what string
+		do   func() error
+	}{
+		{"power it off", func() error { return r.power(bmc.PowerOff) }},
+		{"remove its boot entry", func() error {
+			return r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil)
+		}},
+		{"set its next boot to disk", func() error { return r.bootDevice(bmc.BootDisk, false) }},
+	}
+	for _, s := range steps { // each is tried: a dead BMC must not keep the boot entry
+		if err := s.do(); err != nil {
+			cause = fmt.Errorf("%w; could not %s: %s", cause, s.what, lastError(err))
+		}
+	}
+	return cause
 }
 
 // EnrollWorkflow: the BMC is checked and inspected, the ramdisk reports the

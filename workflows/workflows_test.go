@@ -267,6 +267,21 @@ func TestAbortFailsTheNodeWithTheReason(t *testing.T) {
 	if f.node.State != nodestate.Failed {
 		t.Errorf("node after abort = %s, want failed", f.node.State)
 	}
+	// The machine is left safe before the node fails: off, no ramdisk boot
+	// entry, next boot from disk. Before, it stayed on with PXE set.
+	tail := f.calls[len(f.calls)-4:]
+	if diff := cmp.Diff([]string{kinds.PowerSetPower, kinds.BootClearEntry, kinds.ManagementSetBootDevice, wf.ActTransition}, tail); diff != "" {
+		t.Errorf("activities after abort (-want +got):\n%s", diff)
+	}
+	if got := f.power[len(f.power)-1]; got != "off" {
+		t.Errorf("last power action after abort = %s, want off", got)
+	}
+	// The command the abort cut short is recorded as aborted, not INTERNAL.
+	for _, c := range f.commands {
+		if c.Kind == kinds.DeployImage && c.Status != "" && (c.Status != kinds.CommandAborted || c.ErrorKind != "") {
+			t.Errorf("deploy.image record after abort = %s %s, want aborted with no error kind", c.Status, c.ErrorKind)
+		}
+	}
 }
 
 // TestLastErrorIsOneCleanLine: a failed node's lastError is the failing
