@@ -225,4 +225,7 @@ type Progress struct {
 	// Boot is where the ramdisk's boot is while the command waits for it
 	// (the site agent's boot trail, e.g. "script, 3s ago").
 	Boot string `json:"boot,omitempty"`
+	// BMC is the node's BMC while it fails to answer ("BMC H unreachable
+	// since T: <its last answer>"), while the command waits on it.
+	BMC string `json:"bmc,omitempty"`
 }

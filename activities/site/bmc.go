@@ -72,6 +72,7 @@ func (a *Activities) withDriver(ctx context.Context, op string, t kinds.BMCTarge
 	if err := a.checkBMCNetwork(ctx, addr); err != nil {
 		return withOp(err, op)
 	}
+	fn = a.gated(ctx, addr, fn) // one conversation per BMC host, with its breaker (bmcgate.go)
 	creds, err := a.credentials(ctx, t.CredentialsRef)
 	if err != nil {
 		return withOp(err, op)

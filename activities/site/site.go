@@ -73,6 +73,9 @@ type Activities struct {
 	// AllowEnv names the variables env:// may read besides those starting
 	// with kinds.EnvSecretPrefix (bcd site --allow-env).
 	AllowEnv []string
+	// BMCs serializes the calls to each BMC host and holds its circuit
+	// breaker; nil shares the process's gate (bmcgate.go).
+	BMCs *BMCGate
 	// BMCNetworks, when set, are the only networks a BMC may be reached in
 	// (bcd site --bmc-network): credentials go to no other address.
 	BMCNetworks []netip.Prefix
