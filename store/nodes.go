@@ -145,7 +145,7 @@ func (s *Store) Transition(ctx context.Context, tenantID, id string, from, to no
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE metal_nodes SET state = $4, updated_at = now(),
 			failed_from = CASE WHEN $4 = 'failed' THEN $3 ELSE NULL END,
-			last_error = CASE WHEN $4 = 'failed' THEN $5 ELSE '' END,
+			last_error = CASE WHEN $4 IN ('failed', 'retired') THEN $5 ELSE '' END,
 			maintenance = maintenance OR $6,
 			maintenance_reason = CASE WHEN $6 THEN $5 ELSE maintenance_reason END
 		WHERE tenant_id = $1 AND id = $2 AND state = $3`, tenantID, id, from, to, storableText(t.Error), t.Maintenance)
@@ -175,7 +175,7 @@ func (s *Store) notIn(ctx context.Context, tenantID, id string, from, to nodesta
 
 // TransitionInfo is what a move records beside the state.
 type TransitionInfo struct {
-	Error       string // for failed: what went wrong
+	Error       string // for failed: what went wrong; for retired: what it skipped
 	Maintenance bool   // turn maintenance on (e.g. an unverified wipe)
 	// For ready: the workflow run making the move, whose wipe record it
 	// consumes, and the exception to record instead of an attested wipe.

@@ -190,6 +190,13 @@ func commissionBody(r *run) (*WipeAttestation, error) {
 	if err := r.needsRamdisk("commissioning"); err != nil {
 		return nil, err
 	}
+	// A node that failed before its BMC told us its MACs (a wrong password
+	// at enroll, fixed since) asks the BMC again before anything moves.
+	if len(r.node.MACs) == 0 && workflow.GetVersion(r.ctx, noMACNodes, workflow.DefaultVersion, 1) == 1 {
+		if err := r.inspectBMC(); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.move(nodestate.Cleaning); err != nil {
 		return nil, err
 	}
@@ -268,6 +275,9 @@ func RetireWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := r.move(nodestate.Retiring); err != nil {
 			return nil, err
 		}
+		if len(r.node.MACs) == 0 && workflow.GetVersion(r.ctx, noMACNodes, workflow.DefaultVersion, 1) == 1 {
+			return nil, r.retireUnbooted()
+		}
 		var att *WipeAttestation
 		if r.node.Agent != kinds.AgentNone {
 			if err := r.startRamdisk(); err != nil {
@@ -281,12 +291,47 @@ func RetireWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := r.shutDown(); err != nil {
 			return nil, err
 		}
-		ref := DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
-		if err := workflow.ExecuteActivity(r.cp(time.Minute), ActRevokeIdentity, ref).Get(r.ctx, nil); err != nil {
+		if err := r.revoke(); err != nil {
 			return nil, err
 		}
 		return att, r.move(nodestate.Retired)
 	})
+}
+
+// noMACNodes is the workflow.GetVersion change id of retire and recover for
+// a node that never got a MAC.
+const noMACNodes = "no-mac-nodes"
+
+// retireUnbooted retires a node that never got a MAC: no ramdisk of ours
+// ever booted on it (a boot entry needs a MAC), so nothing of ours is on
+// its disks and there is nothing to wipe. It powers the machine off if its
+// BMC lets it, clears any boot entry and revokes the node's identity; what
+// it skipped is the retired node's lastError.
+func (r *run) retireUnbooted() error {
+	skipped := "retired without a wipe: the node never got a MAC, so no ramdisk of ours booted on it"
+	if err := r.power(bmc.PowerOff); err != nil {
+		skipped += "; not powered off: " + lastError(err)
+	}
+	if err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
+		return err
+	}
+	if err := r.revoke(); err != nil {
+		return err
+	}
+	workflow.GetLogger(r.ctx).Warn(skipped, "node", r.in.NodeID)
+	in := TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: nodestate.Retired,
+		WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Error: skipped}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActTransition, in).Get(r.ctx, nil); err != nil {
+		return err
+	}
+	r.state = nodestate.Retired
+	return nil
+}
+
+// revoke revokes the node's identity (its certificates and tokens).
+func (r *run) revoke() error {
+	ref := DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
+	return workflow.ExecuteActivity(r.cp(time.Minute), ActRevokeIdentity, ref).Get(r.ctx, nil)
 }
 
 // RescueWorkflow boots a deployed machine into the ramdisk as a rescue

@@ -319,3 +319,56 @@ func TestLastErrorIsOneCleanLine(t *testing.T) {
 		})
 	}
 }
+
+// TestRetireANodeWithoutMAC: a node that never got a MAC (its enroll failed
+// at the BMC) retires without a ramdisk or a wipe - nothing of ours ever
+// booted on it - powering it off if its BMC lets it and saying what it
+// skipped. Before, it failed with "boot.setEntry: INVALID_INPUT macs".
+func TestRetireANodeWithoutMAC(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		powerErr error
+		want     string
+	}{
+		{"BMC answers", nil, "retired without a wipe: the node never got a MAC, so no ramdisk of ours booted on it"},
+		{"wrong password", errs.New(errs.Unauthenticated, "BMC 10.0.0.5 refused the login"),
+			"retired without a wipe: the node never got a MAC, so no ramdisk of ours booted on it; not powered off: power.setPower: UNAUTHENTICATED: BMC 10.0.0.5 refused the login"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake("bcd", nodestate.Failed)
+			f.node.MACs = nil
+			if tc.powerErr != nil {
+				f.fail[kinds.PowerSetPower] = tc.powerErr
+			}
+			res, err := run(t, f, wf.Retire, wf.Input{})
+			if err != nil || res.State != nodestate.Retired {
+				t.Fatalf("Retire = %+v, %v; want retired", res, err)
+			}
+			want := []string{wf.ActGetNode, wf.ActTransition, kinds.PowerSetPower, kinds.BootClearEntry, wf.ActRevokeIdentity, wf.ActTransition}
+			if diff := cmp.Diff(want, f.calls); diff != "" {
+				t.Errorf("Retire activities (-want +got):\n%s", diff)
+			}
+			if last := f.transitions[len(f.transitions)-1]; last.To != nodestate.Retired || last.Error != tc.want {
+				t.Errorf("last move = %s %q, want retired %q", last.To, last.Error, tc.want)
+			}
+		})
+	}
+}
+
+// TestRecoverANodeWithoutMAC: recover of a node that failed before its BMC
+// told its MACs asks the BMC again first, then commissions as usual.
+func TestRecoverANodeWithoutMAC(t *testing.T) {
+	f := newFake("bcd", nodestate.Failed)
+	f.node.MACs = nil
+	res, err := run(t, f, wf.Recover, wf.Input{})
+	if err != nil || res.State != nodestate.Ready {
+		t.Fatalf("Recover = %+v, %v; want ready", res, err)
+	}
+	if len(f.calls) < 3 || f.calls[1] != kinds.BMCInspect || f.calls[2] != wf.ActRecordFacts {
+		t.Errorf("Recover activities = %v, want bmc.inspect and node.recordFacts first", f.calls)
+	}
+	entry := f.inputs[kinds.BootSetEntry][0].(kinds.BootEntry)
+	if len(entry.MACs) != 1 {
+		t.Errorf("boot entry MACs = %v, want the one the BMC reported", entry.MACs)
+	}
+}
