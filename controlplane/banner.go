@@ -34,7 +34,11 @@ func (cp *ControlPlane) PrintBanner(out io.Writer, took time.Duration) {
 	}
 	fmt.Fprintf(w, "  Temporal\t%s (namespace %s; %s)\n", cp.TemporalAddress(), cp.cfg.TemporalNamespace, mode)
 	if cp.temporal != nil && cp.temporal.UIURL() != "" {
-		fmt.Fprintf(w, "  Temporal UI\t%s/namespaces/%s/workflows\n", cp.temporal.UIURL(), cp.cfg.TemporalNamespace)
+		access := "read-only"
+		if cp.cfg.UIWriteActions {
+			access = "write actions for root"
+		}
+		fmt.Fprintf(w, "  Temporal UI\t%s/namespaces/%s/workflows (log in with the root token; %s)\n", cp.temporal.UIURL(), cp.cfg.TemporalNamespace, access)
 	}
 	if cp.pg != nil {
 		fmt.Fprintf(w, "  PostgreSQL\tprivate cluster in %s/postgres\n", cp.cfg.DataDir)

@@ -31,6 +31,7 @@ import (
 	"github.com/better-compute/better-compute/store"
 	"github.com/better-compute/better-compute/store/pgcluster"
 	"github.com/better-compute/better-compute/tserver"
+	"github.com/better-compute/better-compute/webui"
 )
 
 // Components a process may run alone, for scale-out.
@@ -76,6 +77,13 @@ type Config struct {
 	// TemporalLogLevel up (nil: Logger, from warn up).
 	TemporalLogger   *slog.Logger
 	TemporalLogLevel slog.Leveler
+
+	// UIHosts are more names the Web UI answers to, beside its listen
+	// host, localhost and loopback (serve --ui-host).
+	UIHosts []string
+	// UIWriteActions lets the root tenant use the Web UI's write actions
+	// (terminate, reset, signal, …); off, the UI is read-only.
+	UIWriteActions bool
 }
 
 // ControlPlane is a running control plane.
@@ -98,6 +106,9 @@ type ControlPlane struct {
 	apiURL     string
 	dbURL      string
 	tokenPath  string
+
+	gate          *webui.Gate // the Web UI's and the codec endpoints' login
+	payloadTenant codec.PayloadTenant
 }
 
 // Start starts every component Config asks for. On error, what started is stopped.
@@ -125,6 +136,9 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	}
 	key, err := cp.store.CodecKey(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := cp.newGate(key); err != nil {
 		return nil, err
 	}
 	if cp.ca, err = loadCA(cfg.PKIDir); err != nil {
@@ -234,7 +248,7 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key []byte) error {
 		Hardware: hw, Logger: cp.log, Interceptors: []connect.Interceptor{cp.metrics.Interceptor()}})
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
-	mux.Handle("/codec/", loopbackOnly(http.StripPrefix("/codec", codec.HTTPHandler(key, cp.uiOrigins()...))))
+	mux.Handle("/codec/", loopbackOnly(http.StripPrefix("/codec", cp.guardCodec(codec.HTTPHandler(key, cp.uiOrigins()...)))))
 	// Headers and body each have a bound: a client trickling either holds a
 	// connection seconds, not minutes.
 	cp.http = &http.Server{Handler: bodytimeout.Handler(mux, bodytimeout.Default), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cp.log.Handler(), slog.LevelWarn)}
@@ -262,8 +276,6 @@ func loopbackOnly(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
-
-func codecEndpoint(listen string) string { return "http://" + listen + "/codec" }
 
 func splitHostPort(addr, flag string) (string, int, error) {
 	host, p, err := net.SplitHostPort(addr)

@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/internal/atomicfile"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/tserver"
+	"github.com/better-compute/better-compute/webui"
 )
 
 // Files in the pki dir.
@@ -76,7 +77,8 @@ func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
 		return err
 	}
 	srv, err := tserver.Start(ctx, tserver.Config{DataDir: cp.cfg.DataDir, Namespace: cp.cfg.TemporalNamespace,
-		Host: host, FrontendPort: port, UIPort: uiPort, CodecEndpoint: codecEndpoint(cp.cfg.Listen), TLS: tlsCfg,
+		Host: host, FrontendPort: port, UIPort: uiPort, CodecEndpoint: webui.CodecPath, TLS: tlsCfg,
+		UIGate: cp.gate.Wrap, UIWriteActions: cp.cfg.UIWriteActions,
 		Logger: cp.cfg.TemporalLogger, LogLevel: cp.cfg.TemporalLogLevel})
 	if err != nil {
 		return err

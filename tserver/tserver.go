@@ -12,12 +12,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"sync"
 	"time"
 
-	uiserver "github.com/temporalio/ui-server/v2/server"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/server/common/authorization"
@@ -47,6 +47,12 @@ type Config struct {
 	// CodecEndpoint is an optional URL the UI calls to decode payloads
 	// (see package codec).
 	CodecEndpoint string
+	// UIGate fronts the UI (webui.Gate.Wrap: login, Host check, read-only);
+	// the UI does not start without one.
+	UIGate func(http.Handler) http.Handler
+	// UIWriteActions shows the UI's write actions (terminate, reset, …);
+	// the gate decides who may use them.
+	UIWriteActions bool
 	// TLS, when set, makes the frontend speak mutual TLS only, with a claim
 	// mapper and an authorizer: control-plane certificates may do
 	// everything, a site's certificate only work its own site's task queue.
@@ -62,7 +68,7 @@ type Config struct {
 // Server is a running embedded Temporal server.
 type Server struct {
 	temporal temporal.Server
-	ui       *uiserver.Server
+	ui       *http.Server
 	frontend string
 	uiURL    string
 	tls      *frontendTLS // nil: plain
@@ -89,6 +95,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	p, err := resolvePorts(cfg)
 	if err != nil {
 		return nil, withOp(err, op)
+	}
+	if p.ui != 0 && cfg.UIGate == nil {
+		return nil, withOp(errs.New(errs.InvalidInput, "the Web UI needs a gate (Config.UIGate): it shows every tenant's workflows"), op)
 	}
 	s := &Server{
 		frontend: net.JoinHostPort(connectHost(cfg.Host), strconv.Itoa(p.frontend)),
@@ -268,7 +277,7 @@ func (s *Server) Stop() error {
 		// going away; a real failure to stop is returned.
 		s.logLevel.Set(slog.LevelError + 4)
 		if s.ui != nil {
-			s.ui.Stop()
+			_ = s.ui.Close()
 		}
 		if s.temporal != nil {
 			if err := s.temporal.Stop(); err != nil {

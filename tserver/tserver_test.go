@@ -59,7 +59,9 @@ func TestFileBackedRestart(t *testing.T) {
 	const ns = "bc-test"
 	dir := t.TempDir()
 	const codecURL = "http://127.0.0.1:8080/codec"
-	cfg := Config{DataDir: dir, Namespace: ns, CodecEndpoint: codecURL, Logger: testLogger()}
+	// No gate: the UI server's own wiring is under test here, the gate in package webui.
+	open := func(h http.Handler) http.Handler { return h }
+	cfg := Config{DataDir: dir, Namespace: ns, CodecEndpoint: codecURL, UIGate: open, Logger: testLogger()}
 
 	s1 := startServer(t, ctx, cfg)
 	if _, err := os.Stat(filepath.Join(dir, DatabaseFile+"-wal")); err != nil {
@@ -172,6 +174,14 @@ func TestPortTaken(t *testing.T) {
 		{"frontend", Config{FrontendPort: taken, UIPort: -1}, "Temporal frontend address"},
 		{"ui", Config{UIPort: taken}, "Temporal Web UI address"},
 	}
+	t.Run("ui without a gate", func(t *testing.T) {
+		if s, err := Start(context.Background(), Config{Logger: testLogger()}); !errs.Is(err, errs.InvalidInput) {
+			if err == nil {
+				s.Stop()
+			}
+			t.Errorf("Start(a UI, no UIGate) = %v, want INVALID_INPUT", err)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.Logger = testLogger()

@@ -1,24 +1,25 @@
 package tserver
 
 import (
+	"errors"
 	"net"
+	"net/http"
 	"strconv"
 	"time"
 
-	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
-	uiopts "github.com/temporalio/ui-server/v2/server/server_options"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/bodytimeout"
+	"github.com/better-compute/better-compute/webui"
 )
 
-// startUI runs the Temporal Web UI on port, pointed at the frontend. The UI
-// server's Start blocks and exits the process if it cannot bind, so the port
-// was checked in resolvePorts; here we wait until it answers.
+// startUI serves the Temporal Web UI on port, pointed at the frontend,
+// behind cfg.UIGate (Start refuses a UI without one: it shows every tenant's
+// workflows). The UI server's handler is served by our own listener (its
+// Start binds by itself and exits the process when it cannot).
 func (s *Server) startUI(cfg Config, port int) error {
-	ui := uiserver.NewServer(uiopts.WithConfigProvider(&uiconfig.Config{
-		Host:                cfg.Host,
-		Port:                port,
+	ui, err := webui.UIHandler(&uiconfig.Config{
 		TemporalGRPCAddress: s.frontend,
 		TLS:                 s.uiTLS(),
 		EnableUI:            true,
@@ -26,18 +27,25 @@ func (s *Server) startUI(cfg Config, port int) error {
 		CORS:                uiconfig.CORS{CookieInsecure: true},
 		HideLogs:            true,
 		DisableNewsFetch:    true,
-	}))
-	s.ui = ui
+		// The UI hides its write actions; the gate refuses them anyway.
+		DisableWriteActions: !cfg.UIWriteActions,
+	})
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, err, "the Temporal Web UI cannot listen on %s", addr)
+	}
+	s.ui = &http.Server{Handler: bodytimeout.Handler(cfg.UIGate(ui), bodytimeout.Default),
+		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
-		if err := ui.Start(); err != nil {
+		if err := s.ui.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("temporal web UI stopped", "err", err)
 		}
 	}()
-	addr := net.JoinHostPort(connectHost(cfg.Host), strconv.Itoa(port))
-	if err := waitListening(addr, time.Now().Add(startTimeout)); err != nil {
-		return errs.Wrap(errs.Unavailable, err, "the Temporal Web UI did not start on %s", addr)
-	}
-	s.uiURL = "http://" + addr
+	s.uiURL = "http://" + net.JoinHostPort(connectHost(cfg.Host), strconv.Itoa(port))
 	return nil
 }
 

@@ -54,6 +54,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "temporal-server-name", Usage: "the name to verify on --temporal-address's certificate (default: its host)"},
 			&cli.StringFlag{Name: "listen", Value: controlplane.DefaultListen, Usage: "the API's address"},
 			&cli.StringFlag{Name: "ui-listen", Value: controlplane.DefaultUIListen, Usage: "the embedded Temporal Web UI's address, or off"},
+			&cli.StringSliceFlag{Name: "ui-host", Usage: "a name the Web UI answers to, beside its listen host and localhost (repeatable); any other Host is refused"},
+			&cli.BoolFlag{Name: "ui-write-actions", Usage: "let the root tenant terminate, reset, signal… in the Web UI (default: read-only)"},
 			&cli.StringFlag{Name: "agents-listen", Value: controlplane.DefaultAgentsListen, Usage: "TLS listener where agents join, or off"},
 			&cli.StringFlag{Name: "metrics-listen", Value: controlplane.DefaultMetricsListen, Usage: "plain HTTP listener for Prometheus (/metrics), or off"},
 			&cli.StringFlag{Name: "config", Usage: "configuration file (default: <data-dir>/config.yaml)"},
@@ -71,6 +73,7 @@ func serveCommand() *cli.Command {
 				TemporalTLS: c.Bool("temporal-tls"), TemporalServerName: c.String("temporal-server-name"),
 				AgentsListen: c.String("agents-listen"), MetricsListen: c.String("metrics-listen"), ConfigFile: c.String("config"), PKIDir: c.String("pki-dir"),
 				Only: c.String("only"), Logger: logflag.Logger(c),
+				UIHosts: c.StringSlice("ui-host"), UIWriteActions: c.Bool("ui-write-actions"),
 				TemporalLogLevel: logflag.ParseLevel(c.String("temporal-log-level"), slog.LevelWarn),
 			}, c.App.Writer)
 		},
