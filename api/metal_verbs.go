@@ -45,8 +45,11 @@ func (s metal) List(ctx context.Context, r *connect.Request[v1.ListNodesRequest]
 	if err != nil {
 		return nil, err
 	}
+	progress := s.listProgress(ctx, list)
 	return connect.NewResponse(&v1.ListNodesResponse{Items: mapSlice(list, func(n store.Node) *v1.Node {
-		return withWait(nodeOut(n), waits[n.ID])
+		out := withWait(nodeOut(n), waits[n.ID])
+		out.Progress = progress[n.ID]
+		return out
 	})}), nil
 }
 
@@ -167,7 +170,7 @@ func (s commands) List(ctx context.Context, r *connect.Request[v1.ListCommandsRe
 			x.DurationMs = c.FinishedAt.Sub(c.StartedAt).Milliseconds()
 		}
 		if p, ok := running[c.Step]; ok && c.Status == store.CommandSent && p.kind == c.Kind {
-			x.Progress = describeProgress(p.progress)
+			x.Progress = describePending(p)
 		}
 		out.Items = append(out.Items, x)
 	}

@@ -4,8 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
+	"sync"
+
+	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -13,6 +18,11 @@ import (
 type pending struct {
 	kind, step string
 	progress   kinds.Progress
+	// running: an attempt is under way (not waiting for its retry).
+	running bool
+	// attempt, and the failure of the attempt before it ("" on the first).
+	attempt     int32
+	lastFailure string
 }
 
 // pendingOf reads the node's running workflow's pending activities and the
@@ -28,7 +38,11 @@ func (s *Server) pendingOf(ctx context.Context, nodeID string) map[string]pendin
 	}
 	out := map[string]pending{}
 	for _, pa := range d.GetPendingActivities() {
-		p := pending{kind: pa.GetActivityType().GetName(), step: pa.GetActivityId()}
+		p := pending{kind: pa.GetActivityType().GetName(), step: pa.GetActivityId(),
+			running: pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED, attempt: pa.GetAttempt()}
+		if pa.GetAttempt() > 1 {
+			p.lastFailure = pa.GetLastFailure().GetMessage()
+		}
 		if hb := pa.GetHeartbeatDetails(); hb != nil {
 			_ = s.dc.FromPayloads(hb, &p.progress)
 		}
@@ -40,6 +54,8 @@ func (s *Server) pendingOf(ctx context.Context, nodeID string) map[string]pendin
 // describeProgress says what a progress report means to an operator.
 func describeProgress(p kinds.Progress) string {
 	switch {
+	case p.BMC != "":
+		return p.BMC
 	case p.Boot != "":
 		return "ramdisk boot: " + p.Boot
 	case p.Total > 0:
@@ -62,7 +78,7 @@ func onDisk(d string) string {
 func nodeProgress(ps map[string]pending) string {
 	steps := make([]string, 0, len(ps))
 	for step, p := range ps {
-		if describeProgress(p.progress) != "" {
+		if describePending(p) != "" {
 			steps = append(steps, step)
 		}
 	}
@@ -71,5 +87,46 @@ func nodeProgress(ps map[string]pending) string {
 	}
 	sort.Strings(steps)
 	p := ps[steps[len(steps)-1]]
-	return p.kind + ": " + describeProgress(p.progress)
+	return p.kind + ": " + describePending(p)
 }
+
+// describePending says what a pending command does: its progress while an
+// attempt runs and reports some, else, when it is retrying, that it is and
+// why ("retrying (attempt 3): <the last attempt's error>"), so a node
+// whose BMC does not answer shows it between attempts too.
+func describePending(p pending) string {
+	now := describeProgress(p.progress)
+	if p.lastFailure == "" || (p.running && now != "") {
+		return now
+	}
+	return fmt.Sprintf("retrying (attempt %d): %s", p.attempt, strings.TrimPrefix(p.lastFailure, p.kind+": "))
+}
+
+// listProgress is nodeProgress for each active node of a list, read a few
+// at a time, so `metal list` shows a BMC that does not answer and a
+// command that is retrying too.
+func (s *Server) listProgress(ctx context.Context, nodes []store.Node) map[string]string {
+	out := make(map[string]string, len(nodes))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, listProgressReaders)
+	for _, n := range nodes {
+		if !n.State.Active() {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if p := nodeProgress(s.pendingOf(ctx, n.ID)); p != "" {
+				mu.Lock()
+				out[n.ID] = p
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// listProgressReaders bounds the workflow descriptions a list reads at once.
+const listProgressReaders = 8

@@ -145,7 +145,7 @@ func enrollCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "enroll",
 		Usage: "enroll a machine by its BMC; credentials by reference, or a username with a password file (there is no password flag)",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "site", Usage: "site id (site_…)"},
 			&cli.StringFlag{Name: "pool", Usage: "pool id (pool_…)"},
 			&cli.StringFlag{Name: "bmc-address", Usage: "BMC address: host, host:port or a Redfish system URL"},
@@ -156,7 +156,7 @@ func enrollCommand() *cli.Command {
 			&cli.StringFlag{Name: "macs", Usage: "the machine's MACs, comma-separated"},
 			&cli.StringFlag{Name: "product-uuid", Usage: "the machine's SMBIOS product UUID"},
 			&cli.StringFlag{Name: "addresses", Usage: "the machine's IP addresses, comma-separated"},
-		},
+		}, bmcTLSFlags()...),
 		Action: metalEnroll,
 	}
 }
@@ -170,6 +170,9 @@ func metalEnroll(c *cli.Context) error {
 		}
 		bmc := &v1.Bmc{Address: c.String("bmc-address"), Driver: driver}
 		if err := bmcCredentials(c, bmc); err != nil {
+			return nil, err
+		}
+		if err := bmcTLS(c, bmc); err != nil {
 			return nil, err
 		}
 		return &v1.EnrollRequest{
@@ -255,11 +258,11 @@ func showVerb(s *session, raw []byte) error {
 }
 
 func showNode(s *session, raw []byte) error {
-	return showColumns(s, raw, &v1.GetNodeResponse{}, "node", nodeColumns("progress", "lastError", "waitingFor", "macCandidate"))
+	return showColumns(s, raw, &v1.GetNodeResponse{}, "node", nodeColumns("progress", "lastError", "waitingFor", "macCandidate", "bmcTls.insecure", "bmcTls.spkiPin"))
 }
 
 func showNodes(s *session, raw []byte) error {
-	return showColumns(s, raw, &v1.ListNodesResponse{}, "items", nodeColumns())
+	return showColumns(s, raw, &v1.ListNodesResponse{}, "items", nodeColumns("progress"))
 }
 
 func showCommands(s *session, raw []byte) error {

@@ -326,9 +326,9 @@ func TestMetalOutput(t *testing.T) {
 		{[]string{"metal", "abort", "node_1", "--reason", "r", "-o", "json", "--query", "[node.failedFrom, runId]"},
 			"[\n  \"deploying\",\n  \"run-1\"\n]\n"},
 		{[]string{"metal", "list"},
-			"ID      POOL_ID  STATE   FAILED_FROM  MAINTENANCE  BMC_DRIVER  BMC_ADDRESS  PROFILE_ID  PROFILE_VERSION\n" +
-				"node_1  pool_1   ready                false        redfish     10.20.0.14               0\n" +
-				"node_2  pool_1   failed  deploying    true         redfish     10.20.0.14               0\n"},
+			"ID      POOL_ID  STATE   FAILED_FROM  MAINTENANCE  BMC_DRIVER  BMC_ADDRESS  PROFILE_ID  PROFILE_VERSION  PROGRESS\n" +
+				"node_1  pool_1   ready                false        redfish     10.20.0.14               0                \n" +
+				"node_2  pool_1   failed  deploying    true         redfish     10.20.0.14               0                \n"},
 		{[]string{"commands", "list", "--node", "node_1"},
 			"KIND          RUNS_ON  STEP      STATUS     ATTEMPT  DURATION_MS  ERROR_KIND    PROGRESS\n" +
 				"bmc.setPower  site     power-on  succeeded  1        812                        \n" +

@@ -1,0 +1,85 @@
+package api
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/store"
+)
+
+// describing is a Temporal client that describes one workflow with the
+// pending activities given.
+type describing struct {
+	client.Client
+	pending []*workflowpb.PendingActivityInfo
+}
+
+func (d describing) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return &workflowservice.DescribeWorkflowExecutionResponse{PendingActivities: d.pending}, nil
+}
+
+// TestNodeProgressShowsBMCAndRetries: a node whose command waits on a
+// failing BMC shows the BMC's state from the command's heartbeat, and one
+// whose command is retrying says so and why, from the last attempt's
+// failure; a running attempt that reports progress shows the progress.
+func TestNodeProgressShowsBMCAndRetries(t *testing.T) {
+	dc := converter.GetDefaultDataConverter()
+	beat := func(p kinds.Progress) *commonpb.Payloads {
+		ps, err := dc.ToPayloads(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps
+	}
+	const down = "BMC 10.0.0.5:623 unreachable since 17:02:11Z: BMC 10.0.0.5:623 did not answer in time"
+	power := &commonpb.ActivityType{Name: kinds.PowerSetPower}
+	tests := []struct {
+		name string
+		pa   *workflowpb.PendingActivityInfo
+		want string
+	}{
+		{"waiting on a failing BMC", &workflowpb.PendingActivityInfo{ActivityId: "03.power.setPower", ActivityType: power,
+			State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 1, HeartbeatDetails: beat(kinds.Progress{BMC: down})},
+			"power.setPower: " + down},
+		{"retrying", &workflowpb.PendingActivityInfo{ActivityId: "03.power.setPower", ActivityType: power,
+			State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 3,
+			LastFailure: &failurepb.Failure{Message: "power.setPower: DRIVER_ERROR: " + down + " (the site agent sends it nothing until 17:02:41Z, then tries once)"}},
+			"power.setPower: retrying (attempt 3): DRIVER_ERROR: " + down + " (the site agent sends it nothing until 17:02:41Z, then tries once)"},
+		{"a retry that progresses", &workflowpb.PendingActivityInfo{ActivityId: "07.deploy.image", ActivityType: &commonpb.ActivityType{Name: "deploy.image"},
+			State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 2, LastFailure: &failurepb.Failure{Message: "read error"},
+			HeartbeatDetails: beat(kinds.Progress{Bytes: 3 << 20, Total: 8 << 20})},
+			"deploy.image: 3 of 8 MiB"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Server{temporal: describing{pending: []*workflowpb.PendingActivityInfo{tt.pa}}, dc: dc}
+			if got := nodeProgress(s.pendingOf(context.Background(), "node_1")); got != tt.want {
+				t.Errorf("nodeProgress() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestListProgress: metal list shows what each active node's workflow
+// waits on, and nothing for a node at rest.
+func TestListProgress(t *testing.T) {
+	pa := &workflowpb.PendingActivityInfo{ActivityId: "02.bmc.inspect", ActivityType: &commonpb.ActivityType{Name: kinds.BMCInspect},
+		State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2, LastFailure: &failurepb.Failure{Message: "bmc.inspect: DRIVER_ERROR: BMC 10.0.0.5:623 unreachable since 17:02:11Z: refused"}}
+	s := &Server{temporal: describing{pending: []*workflowpb.PendingActivityInfo{pa}}, dc: converter.GetDefaultDataConverter()}
+	got := s.listProgress(context.Background(), []store.Node{{ID: "node_1", State: nodestate.Enrolling}, {ID: "node_2", State: nodestate.Ready}})
+	want := map[string]string{"node_1": "bmc.inspect: retrying (attempt 2): DRIVER_ERROR: BMC 10.0.0.5:623 unreachable since 17:02:11Z: refused"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("listProgress() (-want +got):\n%s", diff)
+	}
+}
