@@ -36,6 +36,9 @@ type Agents struct {
 	// it with their certificate and check it under TemporalServerName.
 	TemporalTLS        bool
 	TemporalServerName string
+	// ReservedHosts are the control plane's and Temporal's names and
+	// addresses: no site's serving certificate names them.
+	ReservedHosts []string
 }
 
 type tlsStateKey struct{}
@@ -92,11 +95,14 @@ func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*
 	if err != nil {
 		return nil, errs.Invalid("publicKeyPem", "not a PKIX public key in PEM: %v", err)
 	}
+	if err := s.precheckServeHosts(ctx, m); err != nil {
+		return nil, err
+	}
 	adm, err := s.admit(ctx, m)
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.certify(ctx, adm, pub, m.PublicKeyPem, m.ServeHosts)
+	out, err := s.certify(ctx, adm, pub, m.PublicKeyPem, m.ServeHosts, false)
 	if err != nil {
 		return nil, err
 	}
@@ -105,26 +111,25 @@ func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*
 }
 
 // certify issues the admitted agent's certificate for pub (and, to a site
-// agent that names serve hosts, its serving certificate), records it, and
-// builds the answer: a site agent also gets its Temporal settings and the
-// codec key.
-func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, pubPEM []byte, serveHosts []string) (*v1.JoinResponse, error) {
-	certPEM, err := s.a.CA.Issue(pub, adm.role, adm.identity, adm.ttl)
-	if err != nil {
-		return nil, err
-	}
-	out := &v1.JoinResponse{CertPem: certPEM, CaPem: s.a.CA.CertPEM(), Identity: adm.identity,
-		SiteId: adm.site, TenantId: adm.tenant}
+// agent that names serve hosts, its serving certificate, by the serving-name
+// rule), records it, and builds the answer: a site agent also gets its
+// Temporal settings and the codec key.
+func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, pubPEM []byte, serveHosts []string, renewal bool) (*v1.JoinResponse, error) {
+	out := &v1.JoinResponse{CaPem: s.a.CA.CertPEM(), Identity: adm.identity, SiteId: adm.site, TenantId: adm.tenant}
+	var err error
 	if adm.role == pki.RoleSite {
 		out.TemporalAddress, out.TemporalNamespace = s.a.TemporalAddress, s.a.TemporalNamespace
 		out.TaskQueue, out.CodecKey = kinds.SiteTaskQueue(adm.site), s.a.CodecKey
 		out.TemporalTls, out.TemporalServerName = s.a.TemporalTLS, s.a.TemporalServerName
-		if len(serveHosts) > 0 {
-			if out.ServingCertPem, err = s.a.CA.IssueServer(pub, adm.role, adm.identity, serveHosts, adm.ttl); err != nil {
-				return nil, err
-			}
+		if out.ServingCertPem, err = s.servingCert(ctx, adm, pub, serveHosts, renewal); err != nil {
+			return nil, err
 		}
 	}
+	certPEM, err := s.a.CA.Issue(pub, adm.role, adm.identity, adm.ttl)
+	if err != nil {
+		return nil, err
+	}
+	out.CertPem = certPEM
 	cert, err := pki.ParseCert(certPEM)
 	if err != nil {
 		return nil, err

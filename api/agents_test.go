@@ -36,11 +36,11 @@ func newAgentsEnv(t *testing.T) *agentsEnv {
 	}
 	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: e.store}).AgentsHandler(
 		api.Agents{CA: ca, TemporalAddress: "127.0.0.1:7233", TemporalNamespace: "ns", CodecKey: []byte("k"),
-			TemporalTLS: true, TemporalServerName: "127.0.0.1"}))
-	srv.TLS = &tls.Config{ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
+			TemporalTLS: true, TemporalServerName: "127.0.0.1", ReservedHosts: reservedHosts}))
+	srv.TLS = api.AgentsTLS(ca)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	site, _, err := e.store.CreateSite(context.Background(), store.Site{TenantID: "root", Kind: "shared", Region: "r"})
+	site, _, err := e.store.CreateSite(context.Background(), store.Site{TenantID: "root", Kind: "shared", Region: "r", LoopbackLab: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,8 +332,6 @@ func TestRenewRefused(t *testing.T) {
 	}
 	unknownKey, _, _ := pki.NewEd25519Key()
 	unknownPEM, _ := a.ca.Issue(unknownKey.Public(), pki.RoleSite, a.site, time.Hour)
-	ramdiskKey, _, _ := pki.NewEd25519Key()
-	ramdiskPEM, _ := a.ca.Issue(ramdiskKey.Public(), pki.RoleRamdisk, ids.New(ids.Node), time.Hour)
 	tests := []struct {
 		name string
 		hc   *http.Client
@@ -342,7 +340,6 @@ func TestRenewRefused(t *testing.T) {
 		{"no certificate", a.client(t, nil, nil), "UNAUTHENTICATED"},
 		{"revoked", a.client(t, revokedPEM, revokedKey), "UNAUTHENTICATED"},
 		{"never recorded", a.client(t, unknownPEM, unknownKey), "UNAUTHENTICATED"},
-		{"ramdisk", a.client(t, ramdiskPEM, ramdiskKey), "PERMISSION_DENIED"},
 	}
 	for _, tt := range tests {
 		if _, err := a.renew(tt.hc, "127.0.0.1"); kind(err) != tt.want {

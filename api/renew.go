@@ -53,7 +53,7 @@ func (s join) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) 
 		return nil, err
 	}
 	adm := admission{role: pki.RoleSite, tenant: tenant, site: site, identity: identity, token: renewalTokenID, ttl: siteCertTTL}
-	out, err := s.certify(ctx, adm, pub, pubPEM, req.Msg.ServeHosts)
+	out, err := s.certify(ctx, adm, pub, pubPEM, req.Msg.ServeHosts, true)
 	if err != nil {
 		return nil, err
 	}

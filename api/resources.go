@@ -62,7 +62,7 @@ func (s sites) Create(ctx context.Context, req *connect.Request[v1.CreateSiteReq
 		return nil, c.err
 	}
 	site, created, err := s.store.CreateSite(ctx, store.Site{ID: ids.New(ids.Site), TenantID: t,
-		Kind: m.Kind, Region: m.Region, Key: m.Key})
+		Kind: m.Kind, Region: m.Region, Key: m.Key, LoopbackLab: m.LoopbackLab})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (s sites) List(ctx context.Context, req *connect.Request[v1.ListSitesReques
 
 func siteOut(s store.Site) *v1.Site {
 	return &v1.Site{Id: s.ID, TenantId: s.TenantID, Kind: s.Kind, Region: s.Region, Key: s.Key,
-		CreatedAt: timestamppb.New(s.CreatedAt)}
+		LoopbackLab: s.LoopbackLab, ServeHosts: s.ServeHosts, CreatedAt: timestamppb.New(s.CreatedAt)}
 }
 
 type siteTokens struct{ *Server }

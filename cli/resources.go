@@ -44,11 +44,13 @@ func sitesCommand() *cli.Command {
 					&cli.StringFlag{Name: "kind", Usage: "shared or dedicated"},
 					&cli.StringFlag{Name: "region", Usage: "region name, e.g. lab-1"},
 					&cli.StringFlag{Name: "key", Usage: "idempotency key"},
+					&cli.BoolFlag{Name: "loopback-lab", Usage: "a lab whose agent runs on the control plane's host: its relay may be certified for 127.0.0.1, ::1 and localhost"},
 				},
 				Action: func(c *cli.Context) error {
 					return simple(c, nil, []string{"kind", "region"}, bettercomputev1connect.SitesServiceCreateProcedure,
 						func(s *session) *v1.CreateSiteRequest {
-							return &v1.CreateSiteRequest{Kind: c.String("kind"), Region: c.String("region"), Key: c.String("key")}
+							return &v1.CreateSiteRequest{Kind: c.String("kind"), Region: c.String("region"), Key: c.String("key"),
+								LoopbackLab: c.Bool("loopback-lab")}
 						})
 				}},
 			{Name: "list", Usage: "list sites", Action: func(c *cli.Context) error {

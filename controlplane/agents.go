@@ -42,8 +42,8 @@ func (cp *ControlPlane) startAgents(key []byte) error {
 	if err != nil {
 		return err
 	}
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: cp.ca.Pool(),
-		Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw, cp.ca.Certificate().Raw}, PrivateKey: cp.key, Leaf: cert}}}
+	tlsCfg := api.AgentsTLS(cp.ca)
+	tlsCfg.Certificates = []tls.Certificate{{Certificate: [][]byte{cert.Raw, cp.ca.Certificate().Raw}, PrivateKey: cp.key, Leaf: cert}}
 	ln, err := net.Listen("tcp", cp.cfg.AgentsListen)
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "the agents' listener cannot listen on %s (pick another with --agents-listen)", cp.cfg.AgentsListen)
@@ -53,6 +53,7 @@ func (cp *ControlPlane) startAgents(key []byte) error {
 	if cp.temporal != nil && cp.temporal.TLSServerName() != "" {
 		agents.TemporalTLS, agents.TemporalServerName = true, cp.temporal.TLSServerName()
 	}
+	agents.ReservedHosts = cp.reservedHosts(host, agents.TemporalServerName)
 	cp.agents = &http.Server{Handler: bodytimeout.Handler(srv.AgentsHandler(agents), bodytimeout.Default), TLSConfig: tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	cp.agentsURL = "https://" + ln.Addr().String()
@@ -62,6 +63,19 @@ func (cp *ControlPlane) startAgents(key []byte) error {
 		}
 	}()
 	return nil
+}
+
+// reservedHosts are the names and addresses of the agents' listener and of
+// Temporal's frontend, which no site's serving certificate may name.
+func (cp *ControlPlane) reservedHosts(agentsHost, temporalName string) []string {
+	hosts := servingHosts(agentsHost)
+	if h, _, err := net.SplitHostPort(cp.TemporalAddress()); err == nil {
+		hosts = append(hosts, servingHosts(h)...)
+	}
+	if temporalName != "" {
+		hosts = append(hosts, temporalName)
+	}
+	return hosts
 }
 
 // AgentsURL is the agents' TLS listener ("" without a CA).

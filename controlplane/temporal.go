@@ -161,5 +161,5 @@ func (cp *ControlPlane) externalTLS(addr string) (*tls.Config, error) {
 			return nil, errs.Invalid("temporal-address", "want host:port, got %q", addr)
 		}
 	}
-	return pki.ClientTLS(cp.ca.Pool(), certPEM, keyPEM, name)
+	return pki.ClientTLS(cp.ca.Pool(), certPEM, keyPEM, name, cp.ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleControlPlane}})
 }

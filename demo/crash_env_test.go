@@ -116,7 +116,7 @@ type siteFixture struct {
 func registerSite(ctx context.Context, t *testing.T, api *demo.Client, dir string, img *imageSource) siteFixture {
 	t.Helper()
 	var fx siteFixture
-	s, err := api.Sites.Create(ctx, connect.NewRequest(&v1.CreateSiteRequest{Kind: "shared", Region: "crash-1", Key: "crash-1"}))
+	s, err := api.Sites.Create(ctx, connect.NewRequest(&v1.CreateSiteRequest{Kind: "shared", Region: "crash-1", Key: "crash-1", LoopbackLab: true}))
 	if err != nil {
 		t.Fatalf("sites.create = %v", err)
 	}

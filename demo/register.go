@@ -22,9 +22,11 @@ const DemoProfile = "demo-os"
 
 // register does what an operator does before enrolling: a site, a site
 // agent joined with a single-use site token, a pool, an image and a deploy
-// profile; then it starts the emulated rack.
+// profile; then it starts the emulated rack. The site is a loopback lab:
+// its relay listens on 127.0.0.1 beside the control plane.
 func (d *Demo) register(ctx context.Context) error {
-	site, err := d.API.Sites.Create(ctx, connect.NewRequest(&v1.CreateSiteRequest{Kind: "shared", Region: "demo-1", Key: "demo-1"}))
+	site, err := d.API.Sites.Create(ctx, connect.NewRequest(&v1.CreateSiteRequest{Kind: "shared", Region: "demo-1", Key: "demo-1",
+		LoopbackLab: true}))
 	if err != nil {
 		return fmt.Errorf("sites.create: %w", err)
 	}

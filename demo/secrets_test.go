@@ -264,7 +264,7 @@ func plainTemporal(t *testing.T, d *demo.Demo, dataDir string) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := pki.ClientTLS(ca.Pool(), certPEM, keyPEM, "127.0.0.1")
+	tc, err := pki.ClientTLS(ca.Pool(), certPEM, keyPEM, "127.0.0.1", ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleControlPlane}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,12 +170,9 @@ func newCA(cert *x509.Certificate, key crypto.Signer, o options) (*CA, error) {
 	if !ok || !pub.Equal(cert.PublicKey) {
 		return nil, errs.New(errs.InvalidState, "the CA key does not match the CA certificate")
 	}
-	if len(cert.URIs) != 1 || cert.URIs[0].Scheme != "spiffe" || cert.URIs[0].Path != "" {
-		return nil, errs.New(errs.InvalidState, "the CA certificate does not carry exactly one spiffe://<trust-domain> URI")
-	}
-	td := cert.URIs[0].Host
-	if err := ValidateTrustDomain(td); err != nil {
-		return nil, errs.Wrap(errs.InvalidState, err, "the CA certificate's trust domain is malformed")
+	td, err := TrustDomainOf(cert)
+	if err != nil {
+		return nil, err
 	}
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
 	return &CA{cert: cert, certPEM: certPEM, key: key, trustDomain: td, now: o.now}, nil

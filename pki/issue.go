@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/errs"
@@ -112,18 +111,15 @@ func splitHosts(hosts []string) ([]string, []net.IP, error) {
 	var dns []string
 	var ips []net.IP
 	for _, h := range hosts {
-		if a, err := netip.ParseAddr(h); err == nil {
-			if a.Zone() != "" {
-				return nil, nil, errs.Invalid("hosts", "IP address %q must not have a zone", h)
-			}
+		c, err := canonicalHost("hosts", h)
+		if err != nil {
+			return nil, nil, err
+		}
+		if a, err := netip.ParseAddr(c); err == nil {
 			ips = append(ips, net.IP(a.AsSlice()))
 			continue
 		}
-		name := strings.TrimSuffix(h, ".")
-		if ValidateTrustDomain(name) != nil {
-			return nil, nil, errs.Invalid("hosts", "host %q is neither an IP address nor a lowercase DNS name", h)
-		}
-		dns = append(dns, name)
+		dns = append(dns, c)
 	}
 	return dns, ips, nil
 }

@@ -8,43 +8,50 @@ import (
 )
 
 // ServerTLS returns a server configuration that presents certPEM/keyPEM and
-// accepts only clients with a certificate from this CA, valid by the CA's clock,
-// that carries a well-formed SPIFFE ID of this trust domain; handlers read who
-// called with PeerIdentity. TLS 1.3 only: every peer is ours.
-func (ca *CA) ServerTLS(certPEM, keyPEM []byte) (*tls.Config, error) {
+// accepts only clients with a certificate from this CA, valid by the CA's
+// clock, whose SPIFFE ID accept wants (with accept.Optional, also clients
+// without one); handlers read who called with PeerIdentity. TLS 1.3 only:
+// every peer is ours.
+func (ca *CA) ServerTLS(certPEM, keyPEM []byte, accept Want) (*tls.Config, error) {
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, errs.Invalid("certificate", "the serving certificate and key do not form a pair: %v", err)
 	}
-	td := ca.trustDomain
+	clientAuth := tls.RequireAndVerifyClientCert
+	if accept.Optional {
+		clientAuth = tls.VerifyClientCertIfGiven
+	}
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{pair},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    ca.Pool(),
-		Time:         ca.now,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, _, err := PeerIdentity(cs, td)
-			return err
-		},
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{pair},
+		ClientAuth:       clientAuth,
+		ClientCAs:        ca.Pool(),
+		Time:             ca.now,
+		VerifyConnection: VerifyPeer(ca.trustDomain, accept),
 	}, nil
 }
 
-// ClientTLS returns a client configuration that trusts only caPool, checks the
-// server's certificate against serverName, and presents certPEM/keyPEM. With
-// both empty it presents no certificate: an agent that has not joined yet uses
-// that to reach the JoinService.
-func ClientTLS(caPool *x509.CertPool, certPEM, keyPEM []byte, serverName string) (*tls.Config, error) {
+// ClientTLS returns a client configuration that trusts only caPool and
+// accepts the server only when its certificate names serverName and carries
+// a SPIFFE ID of trustDomain that want wants (the control plane's role, a
+// site's), and presents certPEM/keyPEM. With both empty it presents no
+// certificate: an agent that has not joined yet uses that to reach the
+// JoinService.
+func ClientTLS(caPool *x509.CertPool, certPEM, keyPEM []byte, serverName, trustDomain string, want Want) (*tls.Config, error) {
 	if caPool == nil {
 		return nil, errs.Invalid("caPool", "a client needs the CA pool to check the server")
 	}
 	if serverName == "" {
 		return nil, errs.Invalid("serverName", "a client needs the server's name to check its certificate")
 	}
+	if len(want.Roles) == 0 || want.Optional {
+		return nil, errs.Invalid("want", "a client must name the role the server's certificate carries")
+	}
 	cfg := &tls.Config{
-		MinVersion: tls.VersionTLS13,
-		RootCAs:    caPool,
-		ServerName: serverName,
+		MinVersion:       tls.VersionTLS13,
+		RootCAs:          caPool,
+		ServerName:       serverName,
+		VerifyConnection: VerifyPeer(trustDomain, want),
 	}
 	if len(certPEM) == 0 && len(keyPEM) == 0 {
 		return cfg, nil

@@ -29,7 +29,7 @@ func mtlsServer(t *testing.T, ca *CA) (*httptest.Server, *atomic.Int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ca.ServerTLS(certPEM, keyPEM)
+	cfg, err := ca.ServerTLS(certPEM, keyPEM, Want{Roles: Roles()})
 	if err != nil {
 		t.Fatalf("ServerTLS = %v", err)
 	}
@@ -84,7 +84,7 @@ func agentTLS(t *testing.T, issuer, trusted *CA, role Role, id string) *tls.Conf
 
 func clientTLS(t *testing.T, trusted *CA, certPEM, keyPEM []byte) *tls.Config {
 	t.Helper()
-	cfg, err := ClientTLS(trusted.Pool(), certPEM, keyPEM, "localhost")
+	cfg, err := ClientTLS(trusted.Pool(), certPEM, keyPEM, "localhost", trusted.TrustDomain(), Want{Roles: []Role{RoleControlPlane}})
 	if err != nil {
 		t.Fatalf("ClientTLS = %v", err)
 	}
@@ -178,17 +178,22 @@ func TestTLSConfigErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.ServerTLS(certPEM, otherKeyPEM); !errs.Is(err, errs.InvalidInput) {
+	cp := Want{Roles: []Role{RoleControlPlane}}
+	td := ca.TrustDomain()
+	if _, err := ca.ServerTLS(certPEM, otherKeyPEM, cp); !errs.Is(err, errs.InvalidInput) {
 		t.Errorf("ServerTLS(mismatched key) = %v, want INVALID_INPUT", err)
 	}
-	if _, err := ClientTLS(ca.Pool(), certPEM, otherKeyPEM, "localhost"); !errs.Is(err, errs.InvalidInput) {
+	if _, err := ClientTLS(ca.Pool(), certPEM, otherKeyPEM, "localhost", td, cp); !errs.Is(err, errs.InvalidInput) {
 		t.Errorf("ClientTLS(mismatched key) = %v, want INVALID_INPUT", err)
 	}
-	if _, err := ClientTLS(nil, certPEM, keyPEM, "localhost"); !errs.Is(err, errs.InvalidInput) {
+	if _, err := ClientTLS(nil, certPEM, keyPEM, "localhost", td, cp); !errs.Is(err, errs.InvalidInput) {
 		t.Errorf("ClientTLS(nil pool) = %v, want INVALID_INPUT", err)
 	}
-	if _, err := ClientTLS(ca.Pool(), certPEM, keyPEM, ""); !errs.Is(err, errs.InvalidInput) {
+	if _, err := ClientTLS(ca.Pool(), certPEM, keyPEM, "", td, cp); !errs.Is(err, errs.InvalidInput) {
 		t.Errorf("ClientTLS(no server name) = %v, want INVALID_INPUT", err)
+	}
+	if _, err := ClientTLS(ca.Pool(), certPEM, keyPEM, "localhost", td, Want{}); !errs.Is(err, errs.InvalidInput) {
+		t.Errorf("ClientTLS(no wanted role) = %v, want INVALID_INPUT", err)
 	}
 	cert, _ := ParseCert(certPEM)
 	unverified := tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}

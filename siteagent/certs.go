@@ -9,6 +9,10 @@ import (
 	"github.com/better-compute/better-compute/pki"
 )
 
+// controlPlane is who the agent's servers must be: the control plane's
+// listener and Temporal's frontend present its role.
+var controlPlane = pki.Want{Roles: []pki.Role{pki.RoleControlPlane}}
+
 // liveCerts holds the agent's current client and serving certificates. The
 // live TLS configs (the control plane client, the Temporal client, the
 // relay listener) read them through their callbacks on every handshake, so
@@ -77,9 +81,12 @@ func (l *liveCerts) servingCert(*tls.ClientHelloInfo) (*tls.Certificate, error) 
 }
 
 // clientTLS is a client configuration that trusts only pool, checks the
-// server under serverName and presents the current client certificate.
-func (l *liveCerts) clientTLS(pool *x509.CertPool, serverName string) (*tls.Config, error) {
-	cfg, err := pki.ClientTLS(pool, nil, nil, serverName)
+// server under serverName and as the control plane of trustDomain (the
+// control plane's listener and its Temporal frontend both present that
+// role; another site's serving certificate is refused), and presents the
+// current client certificate.
+func (l *liveCerts) clientTLS(pool *x509.CertPool, serverName, trustDomain string) (*tls.Config, error) {
+	cfg, err := pki.ClientTLS(pool, nil, nil, serverName, trustDomain, controlPlane)
 	if err != nil {
 		return nil, err
 	}

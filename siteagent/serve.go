@@ -19,6 +19,7 @@ import (
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/bodytimeout"
 	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
 	"github.com/better-compute/better-compute/siteagent/relay"
@@ -33,6 +34,8 @@ func (a *Agent) serve(bootLn, relayLn net.Listener) error {
 		GetCertificate: a.id.certs.servingCert, // the current one: a renewal replaces it
 		ClientAuth:     tls.VerifyClientCertIfGiven,
 		ClientCAs:      a.id.caPool,
+		// Ramdisks join without a certificate, then present a ramdisk's.
+		VerifyConnection: pki.VerifyPeer(a.id.trustDomain, pki.Want{Roles: []pki.Role{pki.RoleRamdisk}, Optional: true}),
 	}
 	params := boot.Params{BootURL: a.bootURL, RelayURL: a.relayURL, CAFingerprint: a.id.caFingerprint}
 	bootMux := http.NewServeMux()
@@ -136,7 +139,7 @@ func (a *Agent) temporalTLS() (*tls.Config, error) {
 		}
 		name = host
 	}
-	return a.id.certs.clientTLS(a.id.caPool, name)
+	return a.id.certs.clientTLS(a.id.caPool, name, a.id.trustDomain)
 }
 
 func workerIdentity(id *identity) string {

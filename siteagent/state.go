@@ -188,10 +188,9 @@ func loadIdentity(dir string) (*identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(leaf.URIs) != 1 {
-		return nil, errs.New(errs.InvalidState, "the agent's certificate carries no SPIFFE ID")
+	if id.trustDomain, err = pki.TrustDomainOf(ca); err != nil {
+		return nil, err
 	}
-	id.trustDomain = leaf.URIs[0].Host
 	if role, _, err := pki.Identify(leaf, id.trustDomain); err != nil || role != pki.RoleSite {
 		return nil, errs.New(errs.InvalidState, "the agent's certificate is not a site agent's")
 	}
@@ -211,7 +210,7 @@ func controlPlaneClient(cfg *Config, id *identity) (*http.Client, error) {
 	}
 	var tc *tls.Config
 	if id != nil {
-		tc, err = id.certs.clientTLS(id.caPool, u.Hostname())
+		tc, err = id.certs.clientTLS(id.caPool, u.Hostname(), id.trustDomain)
 	} else {
 		b, rerr := os.ReadFile(cfg.CAFile)
 		if rerr != nil {
@@ -221,7 +220,11 @@ func controlPlaneClient(cfg *Config, id *identity) (*http.Client, error) {
 		if perr != nil {
 			return nil, perr
 		}
-		tc, err = pki.ClientTLS(pool, nil, nil, u.Hostname())
+		td, terr := pki.TrustDomainOfPEM(b)
+		if terr != nil {
+			return nil, errs.Wrap(errs.InvalidInput, terr, "the CA file (--ca-file) is not the project's CA")
+		}
+		tc, err = pki.ClientTLS(pool, nil, nil, u.Hostname(), td, controlPlane)
 	}
 	if err != nil {
 		return nil, err

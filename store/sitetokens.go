@@ -77,3 +77,16 @@ func (s *Store) ConsumeSiteToken(ctx context.Context, hash []byte, now time.Time
 			tok.ExpiresAt.UTC().Format(time.RFC3339)).WithOp(op)
 	}
 }
+
+// PeekSiteToken returns the site token with hash if it is unused and
+// unexpired at now, without using it; ok is false otherwise. The JoinService
+// checks what the join asks of the token's site with it before consuming
+// the token, so a refused request does not cost the operator a new token.
+func (s *Store) PeekSiteToken(ctx context.Context, hash []byte, now time.Time) (tok SiteToken, ok bool, err error) {
+	tok, err = scanSiteToken(s.pool.QueryRow(ctx, "SELECT "+siteTokenColumns+
+		" FROM site_tokens WHERE hash = $1 AND used_at IS NULL AND expires_at > $2", hash, now))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SiteToken{}, false, nil
+	}
+	return tok, err == nil, dbError("store.PeekSiteToken", err)
+}

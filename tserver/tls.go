@@ -74,24 +74,31 @@ func loadTLS(t TLS, host string) (*frontendTLS, error) {
 }
 
 // server is the frontend's listener configuration: TLS 1.3, a client
-// certificate from the CA required.
+// certificate from the CA required, of the control plane (the server's own
+// workers, the UI) or of a site (its worker; authorizer confines it to its
+// own queue). A ramdisk's or a node's certificate is refused at the
+// handshake.
 func (f *frontendTLS) server() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{f.cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    f.cas,
+		VerifyConnection: pki.VerifyPeer(f.trustDomain,
+			pki.Want{Roles: []pki.Role{pki.RoleControlPlane, pki.RoleSite}}),
 	}
 }
 
 // client is what the server's own clients (system workers, readiness check,
-// the control plane) dial the frontend with.
+// the control plane) dial the frontend with: it must present the control
+// plane's certificate.
 func (f *frontendTLS) client() *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{f.cert},
-		RootCAs:      f.cas,
-		ServerName:   f.serverName,
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{f.cert},
+		RootCAs:          f.cas,
+		ServerName:       f.serverName,
+		VerifyConnection: pki.VerifyPeer(f.trustDomain, pki.Want{Roles: []pki.Role{pki.RoleControlPlane}}),
 	}
 }
 

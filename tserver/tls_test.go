@@ -108,7 +108,7 @@ func quietSDK() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.
 func agentTLS(t *testing.T, ca *pki.CA, role pki.Role, id string) *tls.Config {
 	t.Helper()
 	certPEM, keyPEM := issue(t, ca, role, id)
-	tc, err := pki.ClientTLS(ca.Pool(), certPEM, keyPEM, "127.0.0.1")
+	tc, err := pki.ClientTLS(ca.Pool(), certPEM, keyPEM, "127.0.0.1", ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleControlPlane}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestFrontendMTLS(t *testing.T) {
 	}()
 
 	t.Run("no certificate", func(t *testing.T) {
-		noCert, err := pki.ClientTLS(ca.Pool(), nil, nil, "127.0.0.1")
+		noCert, err := pki.ClientTLS(ca.Pool(), nil, nil, "127.0.0.1", ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleControlPlane}})
 		if err != nil {
 			t.Fatal(err)
 		}

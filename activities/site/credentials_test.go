@@ -65,7 +65,7 @@ func startSecrets(t *testing.T) (*SecretsClient, *secrets) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if srv.TLS, err = ca.ServerTLS(scert, skeyPEM); err != nil {
+	if srv.TLS, err = ca.ServerTLS(scert, skeyPEM, pki.Want{Roles: []pki.Role{pki.RoleSite}}); err != nil {
 		t.Fatal(err)
 	}
 	srv.StartTLS()
@@ -76,7 +76,7 @@ func startSecrets(t *testing.T) (*SecretsClient, *secrets) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := pki.ClientTLS(ca.Pool(), cert, keyPEM, "127.0.0.1")
+	tc, err := pki.ClientTLS(ca.Pool(), cert, keyPEM, "127.0.0.1", ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleControlPlane}})
 	if err != nil {
 		t.Fatal(err)
 	}

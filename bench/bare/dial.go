@@ -41,5 +41,5 @@ func SiteTLS(ca *pki.CA, siteID, serverName string) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pki.ClientTLS(ca.Pool(), certPEM, keyPEM, serverName)
+	return pki.ClientTLS(ca.Pool(), certPEM, keyPEM, serverName, ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleControlPlane}})
 }

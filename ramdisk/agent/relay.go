@@ -32,6 +32,9 @@ type relay struct {
 	key     crypto.Signer
 	certPEM []byte
 	http    *http.Client
+	// siteID is the site the join admitted the ramdisk to: from then on
+	// only that site's certificate is a relay ("" before, any site's).
+	siteID string
 }
 
 func newRelay(b Boot, key crypto.Signer) *relay {
@@ -49,23 +52,26 @@ func newRelay(b Boot, key crypto.Signer) *relay {
 }
 
 // verifyPinned accepts the relay's chain when it contains the CA whose DER
-// hashes to the pin and the leaf chains to that CA for the relay's host name.
+// hashes to the pin, the leaf chains to that CA for the relay's host name,
+// and the leaf is a site's (the ramdisk's own site's once joined): any
+// other certificate of the CA, a control plane's or another site's, is not
+// a relay.
 func (r *relay) verifyPinned(cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errs.New(errs.Unauthenticated, "the relay presented no certificate")
 	}
 	roots := x509.NewCertPool()
 	inter := x509.NewCertPool()
-	found := false
+	var pinned *x509.Certificate
 	for _, c := range cs.PeerCertificates[1:] {
 		if sum := sha256.Sum256(c.Raw); bytes.Equal(sum[:], r.pin) && c.IsCA {
 			roots.AddCert(c)
-			found = true
+			pinned = c
 			continue
 		}
 		inter.AddCert(c)
 	}
-	if !found {
+	if pinned == nil {
 		return errs.New(errs.Unauthenticated, "the relay's chain does not contain the CA named by bc.ca (%x); is this the right site?", r.pin)
 	}
 	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: r.host,
@@ -73,7 +79,16 @@ func (r *relay) verifyPinned(cs tls.ConnectionState) error {
 	if err != nil {
 		return errs.Wrap(errs.Unauthenticated, err, "the relay's certificate does not verify against the pinned CA")
 	}
-	return nil
+	td, err := pki.TrustDomainOf(pinned)
+	if err != nil {
+		return err
+	}
+	return pki.CheckPeer(cs.PeerCertificates[0], td, r.relayWant())
+}
+
+// relayWant is who a relay must be: a site, the ramdisk's own once joined.
+func (r *relay) relayWant() pki.Want {
+	return pki.Want{Roles: []pki.Role{pki.RoleSite}, Identity: r.siteID}
 }
 
 // join exchanges the discovery token and the public key for a certificate
@@ -95,6 +110,10 @@ func (r *relay) join(ctx context.Context, token pki.Token) (string, error) {
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(out, &resp); err != nil {
 		return "", errs.Wrap(errs.DriverError, err, "the relay's join response is not a JoinResponse")
 	}
+	if resp.GetSiteId() == "" {
+		return "", errs.New(errs.DriverError, "the relay's join response names no site; the ramdisk cannot tell its site's relay from another")
+	}
+	r.siteID = resp.GetSiteId()
 	if err := r.adopt(resp.GetCertPem(), resp.GetCaPem()); err != nil {
 		return "", err
 	}
@@ -126,7 +145,11 @@ func (r *relay) adopt(certPEM, caPEM []byte) error {
 	if err != nil {
 		return err
 	}
-	tlsCfg, err := pki.ClientTLS(pool, certPEM, keyPEM, r.host)
+	td, err := pki.TrustDomainOfPEM(caPEM)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := pki.ClientTLS(pool, certPEM, keyPEM, r.host, td, r.relayWant())
 	if err != nil {
 		return err
 	}

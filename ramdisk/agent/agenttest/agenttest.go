@@ -42,6 +42,9 @@ type Join struct {
 type Relay struct {
 	CA  *pki.CA
 	Srv *httptest.Server
+	// SiteID is the site whose serving certificate the relay presents; its
+	// join answers name it.
+	SiteID string
 
 	mu       sync.Mutex
 	tokens   map[string]string // discovery token → node id
@@ -71,7 +74,8 @@ func NewRelayFor(t testing.TB, hosts ...string) *Relay {
 	if err != nil {
 		t.Fatalf("pki.NewKey() = %v", err)
 	}
-	certPEM, err := ca.IssueServer(key.Public(), pki.RoleSite, ids.New(ids.Site), append([]string{"127.0.0.1", "localhost"}, hosts...), time.Hour)
+	site := ids.New(ids.Site)
+	certPEM, err := ca.IssueServer(key.Public(), pki.RoleSite, site, append([]string{"127.0.0.1", "localhost"}, hosts...), time.Hour)
 	if err != nil {
 		t.Fatalf("IssueServer() = %v", err)
 	}
@@ -79,7 +83,7 @@ func NewRelayFor(t testing.TB, hosts ...string) *Relay {
 	if err != nil {
 		t.Fatalf("X509KeyPair() = %v", err)
 	}
-	r := &Relay{CA: ca, tokens: map[string]string{}, queues: map[string]chan kinds.Command{},
+	r := &Relay{CA: ca, SiteID: site, tokens: map[string]string{}, queues: map[string]chan kinds.Command{},
 		results: map[string][]kinds.Result{}, changed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/join", r.join)
@@ -89,7 +93,8 @@ func NewRelayFor(t testing.TB, hosts ...string) *Relay {
 	r.Srv = httptest.NewUnstartedServer(mux)
 	r.Srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are what some tests want
 	r.Srv.TLS = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair},
-		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
+		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool(),
+		VerifyConnection: pki.VerifyPeer(ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleRamdisk}, Optional: true})}
 	r.Srv.StartTLS()
 	t.Cleanup(r.Srv.Close)
 	return r
@@ -223,7 +228,7 @@ func (r *Relay) join(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	out, _ := protojson.Marshal(&bcv1.JoinResponse{CertPem: cert, CaPem: r.CA.CertPEM(), Identity: node})
+	out, _ := protojson.Marshal(&bcv1.JoinResponse{CertPem: cert, CaPem: r.CA.CertPEM(), Identity: node, SiteId: r.SiteID})
 	r.record(func() { r.joins = append(r.joins, Join{Token: in.GetToken(), NodeID: node, Cert: cert}) })
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(out)

@@ -91,7 +91,7 @@ func (cp *CP) ServerTLS(t testing.TB, auth tls.ClientAuthType) *tls.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := cp.CA.ServerTLS(certPEM, keyPEM)
+	cfg, err := cp.CA.ServerTLS(certPEM, keyPEM, pki.Want{Roles: pki.Roles(), Optional: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,13 +253,19 @@ func (x *ListTenantsResponse) GetItems() []*Tenant {
 }
 
 type Site struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	TenantId      string                 `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
-	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
-	Region        string                 `protobuf:"bytes,4,opt,name=region,proto3" json:"region,omitempty"`
-	Key           string                 `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	TenantId  string                 `protobuf:"bytes,2,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Kind      string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Region    string                 `protobuf:"bytes,4,opt,name=region,proto3" json:"region,omitempty"`
+	Key       string                 `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// A loopback lab: its agent shares a host with the control plane and may
+	// be certified for loopback names (127.0.0.1, ::1, localhost).
+	LoopbackLab bool `protobuf:"varint,7,opt,name=loopback_lab,json=loopbackLab,proto3" json:"loopback_lab,omitempty"`
+	// The names and addresses the site's agent declared at its join: its
+	// serving certificates name only these.
+	ServeHosts    []string `protobuf:"bytes,8,rep,name=serve_hosts,json=serveHosts,proto3" json:"serve_hosts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +342,20 @@ func (x *Site) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Site) GetLoopbackLab() bool {
+	if x != nil {
+		return x.LoopbackLab
+	}
+	return false
+}
+
+func (x *Site) GetServeHosts() []string {
+	if x != nil {
+		return x.ServeHosts
+	}
+	return nil
+}
+
 type CreateSiteRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -343,7 +363,10 @@ type CreateSiteRequest struct {
 	Kind   string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	Region string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
 	// Idempotency key: the same key returns the same site.
-	Key           string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// A loopback lab (agent and control plane on one host, a demo or a test):
+	// only such a site's agent may get serving certificates for loopback names.
+	LoopbackLab   bool `protobuf:"varint,5,opt,name=loopback_lab,json=loopbackLab,proto3" json:"loopback_lab,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -404,6 +427,13 @@ func (x *CreateSiteRequest) GetKey() string {
 		return x.Key
 	}
 	return ""
+}
+
+func (x *CreateSiteRequest) GetLoopbackLab() bool {
+	if x != nil {
+		return x.LoopbackLab
+	}
+	return false
 }
 
 type CreateSiteResponse struct {
@@ -2944,7 +2974,7 @@ const file_bettercompute_v1_resources_proto_rawDesc = "" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"\x14\n" +
 	"\x12ListTenantsRequest\"E\n" +
 	"\x13ListTenantsResponse\x12.\n" +
-	"\x05items\x18\x01 \x03(\v2\x18.bettercompute.v1.TenantR\x05items\"\xac\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.bettercompute.v1.TenantR\x05items\"\xf0\x01\n" +
 	"\x04Site\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -2952,12 +2982,16 @@ const file_bettercompute_v1_resources_proto_rawDesc = "" +
 	"\x06region\x18\x04 \x01(\tR\x06region\x12\x10\n" +
 	"\x03key\x18\x05 \x01(\tR\x03key\x129\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"n\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12!\n" +
+	"\floopback_lab\x18\a \x01(\bR\vloopbackLab\x12\x1f\n" +
+	"\vserve_hosts\x18\b \x03(\tR\n" +
+	"serveHosts\"\x91\x01\n" +
 	"\x11CreateSiteRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
 	"\x06region\x18\x03 \x01(\tR\x06region\x12\x10\n" +
-	"\x03key\x18\x04 \x01(\tR\x03key\"Z\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12!\n" +
+	"\floopback_lab\x18\x05 \x01(\bR\vloopbackLab\"Z\n" +
 	"\x12CreateSiteResponse\x12*\n" +
 	"\x04site\x18\x01 \x01(\v2\x16.bettercompute.v1.SiteR\x04site\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\"=\n" +
