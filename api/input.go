@@ -26,9 +26,13 @@ const (
 
 // fieldLimits overrides defaultLimit by the proto field's name.
 var fieldLimits = map[protoreflect.Name]int{
-	"source": 4096, // an image URL
-	"reason": 1024, // abort and maintenance reasons
+	"source": 4096,     // an image URL
+	"reason": 1024,     // abort and maintenance reasons
+	"ca_pem": 64 << 10, // a BMC's CA certificates (bmc.TLS bounds them the same)
 }
+
+// textFields hold multi-line text (PEM), so they may hold line breaks.
+var textFields = map[protoreflect.Name]bool{"ca_pem": true}
 
 // idFields are fields that hold an id of a fixed kind wherever they appear;
 // empty means "not given" and is left to the handler.
@@ -134,7 +138,7 @@ func checkValue(path string, fd protoreflect.FieldDescriptor, v protoreflect.Val
 		if !ok {
 			limit = defaultLimit
 		}
-		return checkString(path, v.String(), limit, false)
+		return checkString(path, v.String(), limit, textFields[fd.Name()])
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		return checkMessage(path, v.Message())
 	}

@@ -96,6 +96,12 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 		}
 		macs = append(macs, mac)
 	}
+	tls := bmcTLS(b.GetTls())
+	if c.err == nil {
+		if err := tls.Check("bmc.tls", addr); err != nil {
+			return store.Node{}, nil, err
+		}
+	}
 	if m.ProductUuid != "" && !uuidPattern.MatchString(m.ProductUuid) {
 		c.fail("productUuid", "not a UUID: %s", quote(m.ProductUuid))
 	}
@@ -127,7 +133,12 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 	}
 	return store.Node{ID: ids.New(ids.Node), TenantID: tenant, SiteID: m.SiteId, PoolID: m.PoolId,
 		BMCAddress: addr.String(), BMCDriver: b.GetDriver(), BMCCredentialsRef: b.GetCredentialsRef(),
-		MACs: macs, ProductUUID: strings.ToLower(m.ProductUuid), Addresses: addresses}, creds, nil
+		BMCTLS: tls, MACs: macs, ProductUUID: strings.ToLower(m.ProductUuid), Addresses: addresses}, creds, nil
+}
+
+// bmcTLS reads how an enroll trusts the BMC's certificate; Check validates it.
+func bmcTLS(t *v1.BmcTls) bmc.TLS {
+	return bmc.TLS{CAPEM: t.GetCaPem(), SPKIPin: strings.TrimSpace(t.GetSpkiPin()), Insecure: t.GetInsecure()}
 }
 
 // checkCredentialsRef refuses, before any node exists, a reference the site
@@ -296,6 +307,9 @@ func nodeOut(n store.Node) *v1.Node {
 		Macs: n.MACs, ProductUuid: n.ProductUUID, Addresses: n.Addresses, Disks: n.Disks, ProfileId: n.ProfileID,
 		ProfileVersion: int32(n.ProfileVersion), LastError: n.LastError,
 		CreatedAt: timestamppb.New(n.CreatedAt), UpdatedAt: timestamppb.New(n.UpdatedAt)}
+	if !n.BMCTLS.IsZero() {
+		out.BmcTls = &v1.BmcTls{CaPem: n.BMCTLS.CAPEM, SpkiPin: n.BMCTLS.SPKIPin, Insecure: n.BMCTLS.Insecure}
+	}
 	var inv map[string]any
 	if len(n.Inventory) > 0 && json.Unmarshal(n.Inventory, &inv) == nil {
 		out.Inventory, _ = structpb.NewStruct(inv)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/nodestate"
 )
@@ -23,6 +24,7 @@ type Node struct {
 	Role                         string
 	BMCAddress, BMCDriver        string
 	BMCCredentialsRef            string
+	BMCTLS                       bmc.TLS // how the BMC's certificate is trusted (bmc_tls)
 	MACs                         []string
 	ProductUUID                  string
 	Addresses                    []string
@@ -36,13 +38,15 @@ type Node struct {
 
 const nodeColumns = `id, tenant_id, site_id, pool_id, state, COALESCE(failed_from, ''), maintenance,
 	maintenance_reason, role, bmc_address, bmc_driver, bmc_credentials_ref, macs, product_uuid, addresses,
-	inventory, disks, profile_id, profile_version, last_error, created_at, updated_at`
+	inventory, disks, profile_id, profile_version, last_error, created_at, updated_at,
+	bmc_tls`
 
 func scanNode(row pgx.Row) (Node, error) {
 	var n Node
 	err := row.Scan(&n.ID, &n.TenantID, &n.SiteID, &n.PoolID, &n.State, &n.FailedFrom, &n.Maintenance,
 		&n.MaintenanceReason, &n.Role, &n.BMCAddress, &n.BMCDriver, &n.BMCCredentialsRef, &n.MACs, &n.ProductUUID,
-		&n.Addresses, &n.Inventory, &n.Disks, &n.ProfileID, &n.ProfileVersion, &n.LastError, &n.CreatedAt, &n.UpdatedAt)
+		&n.Addresses, &n.Inventory, &n.Disks, &n.ProfileID, &n.ProfileVersion, &n.LastError, &n.CreatedAt, &n.UpdatedAt,
+		&n.BMCTLS)
 	return n, err
 }
 
@@ -64,11 +68,11 @@ func createNode(ctx context.Context, q rowQuerier, n Node) (Node, error) {
 	}
 	out, err := scanNode(q.QueryRow(ctx, `
 		INSERT INTO metal_nodes (id, tenant_id, site_id, pool_id, state, bmc_address, bmc_driver,
-			bmc_credentials_ref, macs, product_uuid, addresses)
-		VALUES ($1, $2, $3, $4, 'enrolling', $5, $6, $7, $8, $9, $10)
+			bmc_credentials_ref, macs, product_uuid, addresses, bmc_tls)
+		VALUES ($1, $2, $3, $4, 'enrolling', $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT DO NOTHING
 		RETURNING `+nodeColumns, n.ID, n.TenantID, n.SiteID, n.PoolID, n.BMCAddress, n.BMCDriver,
-		n.BMCCredentialsRef, n.MACs, n.ProductUUID, nonNil(n.Addresses)))
+		n.BMCCredentialsRef, n.MACs, n.ProductUUID, nonNil(n.Addresses), n.BMCTLS))
 	if constraint, _, fk := violated(err); fk {
 		if constraint == "metal_nodes_site_fk" {
 			return Node{}, notFound("site", n.SiteID).WithOp(op)

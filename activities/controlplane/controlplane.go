@@ -75,7 +75,7 @@ func (a *Activities) GetNode(ctx context.Context, in wf.Input) (wf.NodeInfo, err
 		return wf.NodeInfo{}, errs.ToTemporal(err)
 	}
 	return wf.NodeInfo{TenantID: n.TenantID, NodeID: n.ID, SiteID: n.SiteID, PoolID: n.PoolID, State: n.State,
-		BMC:  kinds.BMCTarget{NodeID: n.ID, Address: n.BMCAddress, Driver: n.BMCDriver, CredentialsRef: n.BMCCredentialsRef},
+		BMC:  kinds.BMCTarget{NodeID: n.ID, Address: n.BMCAddress, Driver: n.BMCDriver, CredentialsRef: n.BMCCredentialsRef, TLS: n.BMCTLS},
 		MACs: n.MACs, Disks: n.Disks, Agent: p.Agent, AllowUnverifiedRelease: p.Policy.AllowUnverifiedRelease,
 		ProductUUID: n.ProductUUID, TrustProvisioningNetwork: p.Policy.TrustProvisioningNetwork}, nil
 }

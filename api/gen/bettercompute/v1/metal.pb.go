@@ -85,8 +85,11 @@ type Bmc struct {
 	Credentials *BmcCredentials `protobuf:"bytes,3,opt,name=credentials,proto3" json:"credentials,omitempty"`
 	// secret://, env:// or vault:// reference, instead of credentials.
 	CredentialsRef string `protobuf:"bytes,4,opt,name=credentials_ref,json=credentialsRef,proto3" json:"credentials_ref,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How the BMC's HTTPS certificate is trusted; unset verifies it against
+	// the site agent's system roots. Redfish over https only.
+	Tls           *BmcTls `protobuf:"bytes,5,opt,name=tls,proto3" json:"tls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Bmc) Reset() {
@@ -147,6 +150,80 @@ func (x *Bmc) GetCredentialsRef() string {
 	return ""
 }
 
+func (x *Bmc) GetTls() *BmcTls {
+	if x != nil {
+		return x.Tls
+	}
+	return nil
+}
+
+// How a BMC's certificate is trusted: at most one of a CA or a pin, or the
+// lab opt-out alone. Public values only.
+type BmcTls struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// PEM CA certificates the BMC's certificate must chain to (enroll
+	// --bmc-ca-file reads the file).
+	CaPem string `protobuf:"bytes,1,opt,name=ca_pem,json=caPem,proto3" json:"ca_pem,omitempty"`
+	// base64 SHA-256 of the BMC certificate's SubjectPublicKeyInfo (enroll
+	// --bmc-tls-pin): a certificate with that key is accepted whoever signed it.
+	SpkiPin string `protobuf:"bytes,2,opt,name=spki_pin,json=spkiPin,proto3" json:"spki_pin,omitempty"`
+	// Accept any certificate (enroll --bmc-insecure): for labs; the node shows it.
+	Insecure      bool `protobuf:"varint,3,opt,name=insecure,proto3" json:"insecure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BmcTls) Reset() {
+	*x = BmcTls{}
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BmcTls) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BmcTls) ProtoMessage() {}
+
+func (x *BmcTls) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BmcTls.ProtoReflect.Descriptor instead.
+func (*BmcTls) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BmcTls) GetCaPem() string {
+	if x != nil {
+		return x.CaPem
+	}
+	return ""
+}
+
+func (x *BmcTls) GetSpkiPin() string {
+	if x != nil {
+		return x.SpkiPin
+	}
+	return ""
+}
+
+func (x *BmcTls) GetInsecure() bool {
+	if x != nil {
+		return x.Insecure
+	}
+	return false
+}
+
 type EnrollRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -162,7 +239,7 @@ type EnrollRequest struct {
 
 func (x *EnrollRequest) Reset() {
 	*x = EnrollRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[2]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -174,7 +251,7 @@ func (x *EnrollRequest) String() string {
 func (*EnrollRequest) ProtoMessage() {}
 
 func (x *EnrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[2]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -187,7 +264,7 @@ func (x *EnrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnrollRequest.ProtoReflect.Descriptor instead.
 func (*EnrollRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EnrollRequest) GetTenantId() string {
@@ -275,14 +352,16 @@ type Node struct {
 	// metal.get only: what the node's running workflow is doing, as its
 	// pending command last reported it ("inventory.refresh: ramdisk boot:
 	// script, 3s ago"); empty when nothing runs or nothing was reported.
-	Progress      string `protobuf:"bytes,25,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress string `protobuf:"bytes,25,opt,name=progress,proto3" json:"progress,omitempty"`
+	// How the BMC's certificate is trusted; unset: the system roots.
+	BmcTls        *BmcTls `protobuf:"bytes,26,opt,name=bmc_tls,json=bmcTls,proto3" json:"bmc_tls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[3]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +373,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[3]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +386,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Node) GetId() string {
@@ -485,6 +564,13 @@ func (x *Node) GetProgress() string {
 	return ""
 }
 
+func (x *Node) GetBmcTls() *BmcTls {
+	if x != nil {
+		return x.BmcTls
+	}
+	return nil
+}
+
 type GetNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -495,7 +581,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[4]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +593,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[4]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +606,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetNodeRequest) GetTenantId() string {
@@ -546,7 +632,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[5]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +644,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[5]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +657,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetNodeResponse) GetNode() *Node {
@@ -591,7 +677,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[6]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +689,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[6]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +702,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListNodesRequest) GetTenantId() string {
@@ -642,7 +728,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[7]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +740,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[7]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +753,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListNodesResponse) GetItems() []*Node {
@@ -687,7 +773,7 @@ type NodeVerbRequest struct {
 
 func (x *NodeVerbRequest) Reset() {
 	*x = NodeVerbRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[8]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +785,7 @@ func (x *NodeVerbRequest) String() string {
 func (*NodeVerbRequest) ProtoMessage() {}
 
 func (x *NodeVerbRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[8]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +798,7 @@ func (x *NodeVerbRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeVerbRequest.ProtoReflect.Descriptor instead.
 func (*NodeVerbRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NodeVerbRequest) GetTenantId() string {
@@ -741,7 +827,7 @@ type DeployRequest struct {
 
 func (x *DeployRequest) Reset() {
 	*x = DeployRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[9]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +839,7 @@ func (x *DeployRequest) String() string {
 func (*DeployRequest) ProtoMessage() {}
 
 func (x *DeployRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[9]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +852,7 @@ func (x *DeployRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRequest.ProtoReflect.Descriptor instead.
 func (*DeployRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeployRequest) GetTenantId() string {
@@ -809,7 +895,7 @@ type UndeployRequest struct {
 
 func (x *UndeployRequest) Reset() {
 	*x = UndeployRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[10]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +907,7 @@ func (x *UndeployRequest) String() string {
 func (*UndeployRequest) ProtoMessage() {}
 
 func (x *UndeployRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[10]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +920,7 @@ func (x *UndeployRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndeployRequest.ProtoReflect.Descriptor instead.
 func (*UndeployRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UndeployRequest) GetTenantId() string {
@@ -869,7 +955,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[11]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +967,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[11]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +980,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AbortRequest) GetTenantId() string {
@@ -930,7 +1016,7 @@ type PowerRequest struct {
 
 func (x *PowerRequest) Reset() {
 	*x = PowerRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[12]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1028,7 @@ func (x *PowerRequest) String() string {
 func (*PowerRequest) ProtoMessage() {}
 
 func (x *PowerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[12]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1041,7 @@ func (x *PowerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PowerRequest.ProtoReflect.Descriptor instead.
 func (*PowerRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PowerRequest) GetTenantId() string {
@@ -990,7 +1076,7 @@ type VerbResponse struct {
 
 func (x *VerbResponse) Reset() {
 	*x = VerbResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[13]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1088,7 @@ func (x *VerbResponse) String() string {
 func (*VerbResponse) ProtoMessage() {}
 
 func (x *VerbResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[13]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1101,7 @@ func (x *VerbResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerbResponse.ProtoReflect.Descriptor instead.
 func (*VerbResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VerbResponse) GetNode() *Node {
@@ -1049,7 +1135,7 @@ type DiscoveredRequest struct {
 
 func (x *DiscoveredRequest) Reset() {
 	*x = DiscoveredRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1147,7 @@ func (x *DiscoveredRequest) String() string {
 func (*DiscoveredRequest) ProtoMessage() {}
 
 func (x *DiscoveredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1160,7 @@ func (x *DiscoveredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveredRequest.ProtoReflect.Descriptor instead.
 func (*DiscoveredRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DiscoveredRequest) GetTenantId() string {
@@ -1115,7 +1201,7 @@ type PxeDiscovery struct {
 
 func (x *PxeDiscovery) Reset() {
 	*x = PxeDiscovery{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1213,7 @@ func (x *PxeDiscovery) String() string {
 func (*PxeDiscovery) ProtoMessage() {}
 
 func (x *PxeDiscovery) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1226,7 @@ func (x *PxeDiscovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PxeDiscovery.ProtoReflect.Descriptor instead.
 func (*PxeDiscovery) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PxeDiscovery) GetSiteId() string {
@@ -1215,7 +1301,7 @@ type DiscoveredResponse struct {
 
 func (x *DiscoveredResponse) Reset() {
 	*x = DiscoveredResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1313,7 @@ func (x *DiscoveredResponse) String() string {
 func (*DiscoveredResponse) ProtoMessage() {}
 
 func (x *DiscoveredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1326,7 @@ func (x *DiscoveredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveredResponse.ProtoReflect.Descriptor instead.
 func (*DiscoveredResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DiscoveredResponse) GetItems() []*PxeDiscovery {
@@ -1261,7 +1347,7 @@ type ConfirmMacRequest struct {
 
 func (x *ConfirmMacRequest) Reset() {
 	*x = ConfirmMacRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1359,7 @@ func (x *ConfirmMacRequest) String() string {
 func (*ConfirmMacRequest) ProtoMessage() {}
 
 func (x *ConfirmMacRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1372,7 @@ func (x *ConfirmMacRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmMacRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmMacRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ConfirmMacRequest) GetTenantId() string {
@@ -1319,7 +1405,7 @@ type ConfirmMacResponse struct {
 
 func (x *ConfirmMacResponse) Reset() {
 	*x = ConfirmMacResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1417,7 @@ func (x *ConfirmMacResponse) String() string {
 func (*ConfirmMacResponse) ProtoMessage() {}
 
 func (x *ConfirmMacResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1430,7 @@ func (x *ConfirmMacResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmMacResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmMacResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ConfirmMacResponse) GetNode() *Node {
@@ -1382,7 +1468,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1480,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1493,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Command) GetId() string {
@@ -1532,7 +1618,7 @@ type ListCommandsRequest struct {
 
 func (x *ListCommandsRequest) Reset() {
 	*x = ListCommandsRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1630,7 @@ func (x *ListCommandsRequest) String() string {
 func (*ListCommandsRequest) ProtoMessage() {}
 
 func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1643,7 @@ func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsRequest.ProtoReflect.Descriptor instead.
 func (*ListCommandsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListCommandsRequest) GetTenantId() string {
@@ -1583,7 +1669,7 @@ type ListCommandsResponse struct {
 
 func (x *ListCommandsResponse) Reset() {
 	*x = ListCommandsResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1681,7 @@ func (x *ListCommandsResponse) String() string {
 func (*ListCommandsResponse) ProtoMessage() {}
 
 func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1694,7 @@ func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsResponse.ProtoReflect.Descriptor instead.
 func (*ListCommandsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListCommandsResponse) GetItems() []*Command {
@@ -1625,12 +1711,17 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\x1cbettercompute/v1/metal.proto\x12\x10bettercompute.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"H\n" +
 	"\x0eBmcCredentials\x12\x1a\n" +
 	"\busername\x18\x01 \x01(\tR\busername\x12\x1a\n" +
-	"\bpassword\x18\x02 \x01(\tR\bpassword\"\xa4\x01\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\"\xd0\x01\n" +
 	"\x03Bmc\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x16\n" +
 	"\x06driver\x18\x02 \x01(\tR\x06driver\x12B\n" +
 	"\vcredentials\x18\x03 \x01(\v2 .bettercompute.v1.BmcCredentialsR\vcredentials\x12'\n" +
-	"\x0fcredentials_ref\x18\x04 \x01(\tR\x0ecredentialsRef\"\xdc\x01\n" +
+	"\x0fcredentials_ref\x18\x04 \x01(\tR\x0ecredentialsRef\x12*\n" +
+	"\x03tls\x18\x05 \x01(\v2\x18.bettercompute.v1.BmcTlsR\x03tls\"V\n" +
+	"\x06BmcTls\x12\x15\n" +
+	"\x06ca_pem\x18\x01 \x01(\tR\x05caPem\x12\x19\n" +
+	"\bspki_pin\x18\x02 \x01(\tR\aspkiPin\x12\x1a\n" +
+	"\binsecure\x18\x03 \x01(\bR\binsecure\"\xdc\x01\n" +
 	"\rEnrollRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x17\n" +
 	"\asite_id\x18\x02 \x01(\tR\x06siteId\x12\x17\n" +
@@ -1638,7 +1729,7 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\x03bmc\x18\x04 \x01(\v2\x15.bettercompute.v1.BmcR\x03bmc\x12\x12\n" +
 	"\x04macs\x18\x05 \x03(\tR\x04macs\x12!\n" +
 	"\fproduct_uuid\x18\x06 \x01(\tR\vproductUuid\x12\x1c\n" +
-	"\taddresses\x18\a \x03(\tR\taddresses\"\xd2\x06\n" +
+	"\taddresses\x18\a \x03(\tR\taddresses\"\x85\a\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x17\n" +
@@ -1673,7 +1764,8 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\vwaiting_for\x18\x17 \x01(\tR\n" +
 	"waitingFor\x12#\n" +
 	"\rmac_candidate\x18\x18 \x01(\tR\fmacCandidate\x12\x1a\n" +
-	"\bprogress\x18\x19 \x01(\tR\bprogress\"=\n" +
+	"\bprogress\x18\x19 \x01(\tR\bprogress\x121\n" +
+	"\abmc_tls\x18\x1a \x01(\v2\x18.bettercompute.v1.BmcTlsR\x06bmcTls\"=\n" +
 	"\x0eGetNodeRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"=\n" +
@@ -1794,88 +1886,91 @@ func file_bettercompute_v1_metal_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_metal_proto_rawDescData
 }
 
-var file_bettercompute_v1_metal_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_bettercompute_v1_metal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_bettercompute_v1_metal_proto_goTypes = []any{
 	(*BmcCredentials)(nil),        // 0: bettercompute.v1.BmcCredentials
 	(*Bmc)(nil),                   // 1: bettercompute.v1.Bmc
-	(*EnrollRequest)(nil),         // 2: bettercompute.v1.EnrollRequest
-	(*Node)(nil),                  // 3: bettercompute.v1.Node
-	(*GetNodeRequest)(nil),        // 4: bettercompute.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),       // 5: bettercompute.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),      // 6: bettercompute.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 7: bettercompute.v1.ListNodesResponse
-	(*NodeVerbRequest)(nil),       // 8: bettercompute.v1.NodeVerbRequest
-	(*DeployRequest)(nil),         // 9: bettercompute.v1.DeployRequest
-	(*UndeployRequest)(nil),       // 10: bettercompute.v1.UndeployRequest
-	(*AbortRequest)(nil),          // 11: bettercompute.v1.AbortRequest
-	(*PowerRequest)(nil),          // 12: bettercompute.v1.PowerRequest
-	(*VerbResponse)(nil),          // 13: bettercompute.v1.VerbResponse
-	(*DiscoveredRequest)(nil),     // 14: bettercompute.v1.DiscoveredRequest
-	(*PxeDiscovery)(nil),          // 15: bettercompute.v1.PxeDiscovery
-	(*DiscoveredResponse)(nil),    // 16: bettercompute.v1.DiscoveredResponse
-	(*ConfirmMacRequest)(nil),     // 17: bettercompute.v1.ConfirmMacRequest
-	(*ConfirmMacResponse)(nil),    // 18: bettercompute.v1.ConfirmMacResponse
-	(*Command)(nil),               // 19: bettercompute.v1.Command
-	(*ListCommandsRequest)(nil),   // 20: bettercompute.v1.ListCommandsRequest
-	(*ListCommandsResponse)(nil),  // 21: bettercompute.v1.ListCommandsResponse
-	(*structpb.Struct)(nil),       // 22: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*BmcTls)(nil),                // 2: bettercompute.v1.BmcTls
+	(*EnrollRequest)(nil),         // 3: bettercompute.v1.EnrollRequest
+	(*Node)(nil),                  // 4: bettercompute.v1.Node
+	(*GetNodeRequest)(nil),        // 5: bettercompute.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),       // 6: bettercompute.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),      // 7: bettercompute.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 8: bettercompute.v1.ListNodesResponse
+	(*NodeVerbRequest)(nil),       // 9: bettercompute.v1.NodeVerbRequest
+	(*DeployRequest)(nil),         // 10: bettercompute.v1.DeployRequest
+	(*UndeployRequest)(nil),       // 11: bettercompute.v1.UndeployRequest
+	(*AbortRequest)(nil),          // 12: bettercompute.v1.AbortRequest
+	(*PowerRequest)(nil),          // 13: bettercompute.v1.PowerRequest
+	(*VerbResponse)(nil),          // 14: bettercompute.v1.VerbResponse
+	(*DiscoveredRequest)(nil),     // 15: bettercompute.v1.DiscoveredRequest
+	(*PxeDiscovery)(nil),          // 16: bettercompute.v1.PxeDiscovery
+	(*DiscoveredResponse)(nil),    // 17: bettercompute.v1.DiscoveredResponse
+	(*ConfirmMacRequest)(nil),     // 18: bettercompute.v1.ConfirmMacRequest
+	(*ConfirmMacResponse)(nil),    // 19: bettercompute.v1.ConfirmMacResponse
+	(*Command)(nil),               // 20: bettercompute.v1.Command
+	(*ListCommandsRequest)(nil),   // 21: bettercompute.v1.ListCommandsRequest
+	(*ListCommandsResponse)(nil),  // 22: bettercompute.v1.ListCommandsResponse
+	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
 }
 var file_bettercompute_v1_metal_proto_depIdxs = []int32{
 	0,  // 0: bettercompute.v1.Bmc.credentials:type_name -> bettercompute.v1.BmcCredentials
-	1,  // 1: bettercompute.v1.EnrollRequest.bmc:type_name -> bettercompute.v1.Bmc
-	22, // 2: bettercompute.v1.Node.inventory:type_name -> google.protobuf.Struct
-	23, // 3: bettercompute.v1.Node.created_at:type_name -> google.protobuf.Timestamp
-	23, // 4: bettercompute.v1.Node.updated_at:type_name -> google.protobuf.Timestamp
-	3,  // 5: bettercompute.v1.GetNodeResponse.node:type_name -> bettercompute.v1.Node
-	3,  // 6: bettercompute.v1.ListNodesResponse.items:type_name -> bettercompute.v1.Node
-	3,  // 7: bettercompute.v1.VerbResponse.node:type_name -> bettercompute.v1.Node
-	23, // 8: bettercompute.v1.PxeDiscovery.first_seen:type_name -> google.protobuf.Timestamp
-	23, // 9: bettercompute.v1.PxeDiscovery.last_seen:type_name -> google.protobuf.Timestamp
-	15, // 10: bettercompute.v1.DiscoveredResponse.items:type_name -> bettercompute.v1.PxeDiscovery
-	3,  // 11: bettercompute.v1.ConfirmMacResponse.node:type_name -> bettercompute.v1.Node
-	23, // 12: bettercompute.v1.Command.started_at:type_name -> google.protobuf.Timestamp
-	23, // 13: bettercompute.v1.Command.finished_at:type_name -> google.protobuf.Timestamp
-	19, // 14: bettercompute.v1.ListCommandsResponse.items:type_name -> bettercompute.v1.Command
-	2,  // 15: bettercompute.v1.MetalService.Enroll:input_type -> bettercompute.v1.EnrollRequest
-	4,  // 16: bettercompute.v1.MetalService.Get:input_type -> bettercompute.v1.GetNodeRequest
-	6,  // 17: bettercompute.v1.MetalService.List:input_type -> bettercompute.v1.ListNodesRequest
-	8,  // 18: bettercompute.v1.MetalService.Manage:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 19: bettercompute.v1.MetalService.Inspect:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 20: bettercompute.v1.MetalService.Provide:input_type -> bettercompute.v1.NodeVerbRequest
-	9,  // 21: bettercompute.v1.MetalService.Deploy:input_type -> bettercompute.v1.DeployRequest
-	10, // 22: bettercompute.v1.MetalService.Undeploy:input_type -> bettercompute.v1.UndeployRequest
-	8,  // 23: bettercompute.v1.MetalService.Rescue:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 24: bettercompute.v1.MetalService.Unrescue:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 25: bettercompute.v1.MetalService.Recover:input_type -> bettercompute.v1.NodeVerbRequest
-	8,  // 26: bettercompute.v1.MetalService.Retire:input_type -> bettercompute.v1.NodeVerbRequest
-	11, // 27: bettercompute.v1.MetalService.Abort:input_type -> bettercompute.v1.AbortRequest
-	12, // 28: bettercompute.v1.MetalService.Power:input_type -> bettercompute.v1.PowerRequest
-	14, // 29: bettercompute.v1.MetalService.Discovered:input_type -> bettercompute.v1.DiscoveredRequest
-	17, // 30: bettercompute.v1.MetalService.ConfirmMac:input_type -> bettercompute.v1.ConfirmMacRequest
-	20, // 31: bettercompute.v1.CommandsService.List:input_type -> bettercompute.v1.ListCommandsRequest
-	13, // 32: bettercompute.v1.MetalService.Enroll:output_type -> bettercompute.v1.VerbResponse
-	5,  // 33: bettercompute.v1.MetalService.Get:output_type -> bettercompute.v1.GetNodeResponse
-	7,  // 34: bettercompute.v1.MetalService.List:output_type -> bettercompute.v1.ListNodesResponse
-	13, // 35: bettercompute.v1.MetalService.Manage:output_type -> bettercompute.v1.VerbResponse
-	13, // 36: bettercompute.v1.MetalService.Inspect:output_type -> bettercompute.v1.VerbResponse
-	13, // 37: bettercompute.v1.MetalService.Provide:output_type -> bettercompute.v1.VerbResponse
-	13, // 38: bettercompute.v1.MetalService.Deploy:output_type -> bettercompute.v1.VerbResponse
-	13, // 39: bettercompute.v1.MetalService.Undeploy:output_type -> bettercompute.v1.VerbResponse
-	13, // 40: bettercompute.v1.MetalService.Rescue:output_type -> bettercompute.v1.VerbResponse
-	13, // 41: bettercompute.v1.MetalService.Unrescue:output_type -> bettercompute.v1.VerbResponse
-	13, // 42: bettercompute.v1.MetalService.Recover:output_type -> bettercompute.v1.VerbResponse
-	13, // 43: bettercompute.v1.MetalService.Retire:output_type -> bettercompute.v1.VerbResponse
-	13, // 44: bettercompute.v1.MetalService.Abort:output_type -> bettercompute.v1.VerbResponse
-	13, // 45: bettercompute.v1.MetalService.Power:output_type -> bettercompute.v1.VerbResponse
-	16, // 46: bettercompute.v1.MetalService.Discovered:output_type -> bettercompute.v1.DiscoveredResponse
-	18, // 47: bettercompute.v1.MetalService.ConfirmMac:output_type -> bettercompute.v1.ConfirmMacResponse
-	21, // 48: bettercompute.v1.CommandsService.List:output_type -> bettercompute.v1.ListCommandsResponse
-	32, // [32:49] is the sub-list for method output_type
-	15, // [15:32] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	2,  // 1: bettercompute.v1.Bmc.tls:type_name -> bettercompute.v1.BmcTls
+	1,  // 2: bettercompute.v1.EnrollRequest.bmc:type_name -> bettercompute.v1.Bmc
+	23, // 3: bettercompute.v1.Node.inventory:type_name -> google.protobuf.Struct
+	24, // 4: bettercompute.v1.Node.created_at:type_name -> google.protobuf.Timestamp
+	24, // 5: bettercompute.v1.Node.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 6: bettercompute.v1.Node.bmc_tls:type_name -> bettercompute.v1.BmcTls
+	4,  // 7: bettercompute.v1.GetNodeResponse.node:type_name -> bettercompute.v1.Node
+	4,  // 8: bettercompute.v1.ListNodesResponse.items:type_name -> bettercompute.v1.Node
+	4,  // 9: bettercompute.v1.VerbResponse.node:type_name -> bettercompute.v1.Node
+	24, // 10: bettercompute.v1.PxeDiscovery.first_seen:type_name -> google.protobuf.Timestamp
+	24, // 11: bettercompute.v1.PxeDiscovery.last_seen:type_name -> google.protobuf.Timestamp
+	16, // 12: bettercompute.v1.DiscoveredResponse.items:type_name -> bettercompute.v1.PxeDiscovery
+	4,  // 13: bettercompute.v1.ConfirmMacResponse.node:type_name -> bettercompute.v1.Node
+	24, // 14: bettercompute.v1.Command.started_at:type_name -> google.protobuf.Timestamp
+	24, // 15: bettercompute.v1.Command.finished_at:type_name -> google.protobuf.Timestamp
+	20, // 16: bettercompute.v1.ListCommandsResponse.items:type_name -> bettercompute.v1.Command
+	3,  // 17: bettercompute.v1.MetalService.Enroll:input_type -> bettercompute.v1.EnrollRequest
+	5,  // 18: bettercompute.v1.MetalService.Get:input_type -> bettercompute.v1.GetNodeRequest
+	7,  // 19: bettercompute.v1.MetalService.List:input_type -> bettercompute.v1.ListNodesRequest
+	9,  // 20: bettercompute.v1.MetalService.Manage:input_type -> bettercompute.v1.NodeVerbRequest
+	9,  // 21: bettercompute.v1.MetalService.Inspect:input_type -> bettercompute.v1.NodeVerbRequest
+	9,  // 22: bettercompute.v1.MetalService.Provide:input_type -> bettercompute.v1.NodeVerbRequest
+	10, // 23: bettercompute.v1.MetalService.Deploy:input_type -> bettercompute.v1.DeployRequest
+	11, // 24: bettercompute.v1.MetalService.Undeploy:input_type -> bettercompute.v1.UndeployRequest
+	9,  // 25: bettercompute.v1.MetalService.Rescue:input_type -> bettercompute.v1.NodeVerbRequest
+	9,  // 26: bettercompute.v1.MetalService.Unrescue:input_type -> bettercompute.v1.NodeVerbRequest
+	9,  // 27: bettercompute.v1.MetalService.Recover:input_type -> bettercompute.v1.NodeVerbRequest
+	9,  // 28: bettercompute.v1.MetalService.Retire:input_type -> bettercompute.v1.NodeVerbRequest
+	12, // 29: bettercompute.v1.MetalService.Abort:input_type -> bettercompute.v1.AbortRequest
+	13, // 30: bettercompute.v1.MetalService.Power:input_type -> bettercompute.v1.PowerRequest
+	15, // 31: bettercompute.v1.MetalService.Discovered:input_type -> bettercompute.v1.DiscoveredRequest
+	18, // 32: bettercompute.v1.MetalService.ConfirmMac:input_type -> bettercompute.v1.ConfirmMacRequest
+	21, // 33: bettercompute.v1.CommandsService.List:input_type -> bettercompute.v1.ListCommandsRequest
+	14, // 34: bettercompute.v1.MetalService.Enroll:output_type -> bettercompute.v1.VerbResponse
+	6,  // 35: bettercompute.v1.MetalService.Get:output_type -> bettercompute.v1.GetNodeResponse
+	8,  // 36: bettercompute.v1.MetalService.List:output_type -> bettercompute.v1.ListNodesResponse
+	14, // 37: bettercompute.v1.MetalService.Manage:output_type -> bettercompute.v1.VerbResponse
+	14, // 38: bettercompute.v1.MetalService.Inspect:output_type -> bettercompute.v1.VerbResponse
+	14, // 39: bettercompute.v1.MetalService.Provide:output_type -> bettercompute.v1.VerbResponse
+	14, // 40: bettercompute.v1.MetalService.Deploy:output_type -> bettercompute.v1.VerbResponse
+	14, // 41: bettercompute.v1.MetalService.Undeploy:output_type -> bettercompute.v1.VerbResponse
+	14, // 42: bettercompute.v1.MetalService.Rescue:output_type -> bettercompute.v1.VerbResponse
+	14, // 43: bettercompute.v1.MetalService.Unrescue:output_type -> bettercompute.v1.VerbResponse
+	14, // 44: bettercompute.v1.MetalService.Recover:output_type -> bettercompute.v1.VerbResponse
+	14, // 45: bettercompute.v1.MetalService.Retire:output_type -> bettercompute.v1.VerbResponse
+	14, // 46: bettercompute.v1.MetalService.Abort:output_type -> bettercompute.v1.VerbResponse
+	14, // 47: bettercompute.v1.MetalService.Power:output_type -> bettercompute.v1.VerbResponse
+	17, // 48: bettercompute.v1.MetalService.Discovered:output_type -> bettercompute.v1.DiscoveredResponse
+	19, // 49: bettercompute.v1.MetalService.ConfirmMac:output_type -> bettercompute.v1.ConfirmMacResponse
+	22, // 50: bettercompute.v1.CommandsService.List:output_type -> bettercompute.v1.ListCommandsResponse
+	34, // [34:51] is the sub-list for method output_type
+	17, // [17:34] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_v1_metal_proto_init() }
@@ -1889,7 +1984,7 @@ func file_bettercompute_v1_metal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_metal_proto_rawDesc), len(file_bettercompute_v1_metal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
