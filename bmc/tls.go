@@ -131,7 +131,7 @@ func SPKIPin(cert *x509.Certificate) string {
 func decodePin(s string) ([]byte, error) {
 	b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "sha256//"))
 	if err != nil || len(b) != sha256.Size {
-		return nil, errors.New("the pin is not the base64 SHA-256 of a public key (44 characters, as openssl x509 -pubkey | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64 prints)")
+		return nil, errors.New("the pin is not the base64 SHA-256 of a public key (44 characters: openssl x509 -in CERT -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64)")
 	}
 	return b, nil
 }
