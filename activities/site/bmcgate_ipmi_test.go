@@ -150,7 +150,7 @@ const (
 	ptOpenResponse = 0x11
 )
 
-func startIPMIFront(t *testing.T, upstream int) *ipmiFront {
+func startIPMIFront(t testing.TB, upstream int) *ipmiFront {
 	t.Helper()
 	front, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {

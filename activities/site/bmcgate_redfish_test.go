@@ -22,12 +22,14 @@ import (
 // redfishFront serves an emulated Redfish BMC and counts the sessions it
 // holds at once. With busy > 0 it answers that many logins 503 with the
 // DMTF SessionLimitExceeded message; down, it closes every connection
-// unanswered: a BMC that stops answering.
+// unanswered: a BMC that stops answering; hanging, it keeps every request
+// unanswered until the client gives up.
 type redfishFront struct {
 	b    *redfishbmc.BMC
 	addr string // the system's address, as enrolled
 	busy atomic.Int32
 	down atomic.Bool
+	hang atomic.Bool // answer nothing until the client gives up
 
 	mu   sync.Mutex
 	high int
@@ -36,9 +38,18 @@ type redfishFront struct {
 const sessionLimit = `{"error":{"code":"Base.1.8.SessionLimitExceeded","message":"The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation.",` +
 	`"@Message.ExtendedInfo":[{"MessageId":"Base.1.8.SessionLimitExceeded","Message":"The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation."}]}}`
 
-func startRedfishFront(t *testing.T) *redfishFront {
+func startRedfishFront(t testing.TB) *redfishFront {
 	t.Helper()
-	b := startBMC(t)
+	b, err := redfishbmc.New(redfishbmc.Config{Username: "admin", Password: "s3cret", MACs: testMACs})
+	if err != nil {
+		t.Fatalf("redfishbmc.New() = %v", err)
+	}
+	own, err := net.Listen("tcp", "127.0.0.1:0") // the BMC's own, only for its paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(own)
+	t.Cleanup(func() { b.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -51,6 +62,10 @@ func startRedfishFront(t *testing.T) *redfishFront {
 }
 
 func (f *redfishFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.hang.Load() {
+		<-r.Context().Done()
+		return
+	}
 	if f.down.Load() {
 		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 			c.Close()
@@ -182,5 +197,29 @@ func TestBMCGateBreakerRedfish(t *testing.T) {
 	}
 	if err := power(); err != nil {
 		t.Errorf("the call after the probe = %v, want nil", err)
+	}
+}
+
+// TestBMCGateWaitIsBounded: a call waiting its turn behind a conversation
+// that hangs gives up when its own time runs out, not the hung call's, and
+// says why.
+func TestBMCGateWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	f := startRedfishFront(t)
+	f.hang.Store(true)
+	a := redfishActivities(NewBMCGate(BMCGateConfig{}))
+	hung, cancelHung := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelHung()
+	go func() { _ = powerOn(hung, a, "node_1", f.addr, bmc.DriverRedfish, redfishCredsRef) }()
+	time.Sleep(100 * time.Millisecond) // node_1's call holds the turn
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := powerOn(ctx, a, "node_2", f.addr, bmc.DriverRedfish, redfishCredsRef)
+	if took := time.Since(start); took > 400*time.Millisecond {
+		t.Errorf("waiting behind a hung call took %v, want its own 300ms", took)
+	}
+	if errs.KindOf(err) != errs.DriverError || !strings.Contains(err.Error(), "until this command's time ran out") {
+		t.Errorf("waiting behind a hung call = %v, want DRIVER_ERROR saying the command's time ran out", err)
 	}
 }
