@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 
 	"github.com/better-compute/better-compute/api"
@@ -27,6 +28,7 @@ import (
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/bodytimeout"
 	"github.com/better-compute/better-compute/internal/metrics"
+	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
 	"github.com/better-compute/better-compute/store/pgcluster"
@@ -84,6 +86,9 @@ type Config struct {
 	// UIWriteActions lets the root tenant use the Web UI's write actions
 	// (terminate, reset, signal, …); off, the UI is read-only.
 	UIWriteActions bool
+	// Tracer traces API calls and, through Temporal, the workflows and
+	// activities they start (tracing.Start); nil for none.
+	Tracer trace.TracerProvider
 }
 
 // ControlPlane is a running control plane.
@@ -245,7 +250,7 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key []byte) error {
 		return errs.Wrap(errs.Unavailable, err, "the API cannot listen on %s (pick another with --listen)", cp.cfg.Listen)
 	}
 	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, DataConverter: codec.NewDataConverter(key), Namespace: cp.cfg.TemporalNamespace,
-		Hardware: hw, Logger: cp.log, Interceptors: []connect.Interceptor{cp.metrics.Interceptor()}})
+		Hardware: hw, Logger: cp.log, Interceptors: cp.apiInterceptors()})
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
 	mux.Handle("/codec/", loopbackOnly(http.StripPrefix("/codec", cp.guardCodec(codec.HTTPHandler(key, cp.uiOrigins()...)))))
@@ -262,6 +267,15 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key []byte) error {
 		}
 	}()
 	return nil
+}
+
+// apiInterceptors wrap every API call: the trace span outermost (it covers
+// the rest), then the metrics.
+func (cp *ControlPlane) apiInterceptors() []connect.Interceptor {
+	if t := tracing.Connect(cp.cfg.Tracer); t != nil {
+		return []connect.Interceptor{t, cp.metrics.Interceptor()}
+	}
+	return []connect.Interceptor{cp.metrics.Interceptor()}
 }
 
 // loopbackOnly serves the payload codec only to local callers: it decrypts

@@ -14,6 +14,7 @@ import (
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/atomicfile"
+	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/tserver"
 	"github.com/better-compute/better-compute/webui"
@@ -46,7 +47,12 @@ func (cp *ControlPlane) startTemporal(ctx context.Context, key []byte) error {
 			return err
 		}
 	}
-	c, err := dial(ctx, addr, cp.cfg.TemporalNamespace, key, tc, cp.log)
+	traced, err := tracing.Temporal(cp.cfg.Tracer)
+	if err != nil {
+		return err
+	}
+	c, err := dial(ctx, client.Options{HostPort: addr, Namespace: cp.cfg.TemporalNamespace, Interceptors: traced,
+		ConnectionOptions: client.ConnectionOptions{TLS: tc}}, key, cp.log)
 	if err != nil {
 		return err
 	}
@@ -87,16 +93,17 @@ func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
 	return nil
 }
 
-// dial connects to Temporal with the encrypting payload codec, over TLS
-// when tc is not nil, retrying for up to 30 seconds while the frontend
-// comes up.
-func dial(ctx context.Context, addr, namespace string, key []byte, tc *tls.Config, log *slog.Logger) (client.Client, error) {
+// dial connects to Temporal as opts say (address, namespace, TLS,
+// interceptors) with the encrypting payload codec, retrying for up to 30
+// seconds while the frontend comes up. The worker made from the client
+// takes its interceptors (tracing).
+func dial(ctx context.Context, opts client.Options, key []byte, log *slog.Logger) (client.Client, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	dc := codec.NewDataConverter(key)
+	opts.DataConverter, opts.FailureConverter, opts.Logger = dc, codec.NewFailureConverter(dc), temporalLogger(log)
+	addr := opts.HostPort
 	for {
-		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace,
-			DataConverter: dc, FailureConverter: codec.NewFailureConverter(dc), Logger: temporalLogger(log),
-			ConnectionOptions: client.ConnectionOptions{TLS: tc}})
+		c, err := client.DialContext(ctx, opts)
 		if err == nil {
 			return c, nil
 		}

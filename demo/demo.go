@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/emulate"
@@ -45,6 +46,10 @@ type Config struct {
 	// BootStall is the site agent's bound on a ramdisk boot that shows no
 	// progress (siteagent.Config.BootStall).
 	BootStall time.Duration
+	// Tracer traces every process of the demo — API calls, workflows, the
+	// site's activities and the ramdisks' commands — as one trace per call
+	// (tracing.Start); nil for none.
+	Tracer trace.TracerProvider
 }
 
 // DefaultDataDir is where the demo keeps its state.
@@ -84,7 +89,7 @@ func Start(ctx context.Context, cfg Config) (d *Demo, err error) {
 	cpStart := time.Now()
 	d.CP, err = controlplane.Start(ctx, controlplane.Config{DataDir: cfg.DataDir, Listen: cfg.Listen,
 		TemporalListen: cfg.TemporalListen, UIListen: cfg.UIListen, AgentsListen: cfg.AgentsListen, Logger: cfg.Logger,
-		TemporalLogger: cfg.TemporalLogger, TemporalLogLevel: cfg.TemporalLogLevel})
+		TemporalLogger: cfg.TemporalLogger, TemporalLogLevel: cfg.TemporalLogLevel, Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, err
 	}

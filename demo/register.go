@@ -42,7 +42,7 @@ func (d *Demo) register(ctx context.Context) error {
 	d.say("site %s created; starting its site agent", d.SiteID)
 	d.Agent, err = siteagent.Start(ctx, siteagent.Config{ControlPlaneURL: d.CP.AgentsURL(), CAFile: d.CP.CAFile(),
 		TokenFile: tokenFile, DataDir: filepath.Join(d.cfg.DataDir, "site-agent"), BootListen: "127.0.0.1:0",
-		RelayListen: "127.0.0.1:0", Drivers: Drivers(), BootStall: d.cfg.BootStall, Logger: d.cfg.SiteLogger})
+		RelayListen: "127.0.0.1:0", Drivers: Drivers(), BootStall: d.cfg.BootStall, Logger: d.cfg.SiteLogger, Tracer: d.cfg.Tracer})
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (d *Demo) register(ctx context.Context) error {
 		d.Image.Raw>>20, d.Image.Size>>10, DemoProfile)
 	d.Rack, err = emulate.Start(ctx, emulate.Config{Machines: d.cfg.Machines, Dir: filepath.Join(d.cfg.DataDir, "rack"),
 		BootURL: d.Agent.BootURL(), Username: "admin", Password: d.cfg.BMCPassword, Logger: d.cfg.RackLogger,
-		BMCLogger: d.cfg.BMCLogger, RamdiskLogger: d.cfg.RamdiskLogger})
+		BMCLogger: d.cfg.BMCLogger, RamdiskLogger: d.cfg.RamdiskLogger, RamdiskTracer: d.cfg.Tracer})
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func (m *machine) startRamdisk(s script) {
 	}
 	cfg := agent.Config{Cmdline: s.Cmdline, Disks: disk.Host{Dir: m.dir}, NICs: nics, MemoryBytes: 8 << 30, CPUs: 4,
 		ProductUUID: m.id.UUID, BootURL: s.bootURL(), Logger: m.rack.cfg.RamdiskLogger.With("machine", m.name, "ramdisk", true),
-		OnKexec: func() { m.bootOS(true) }, OnCommand: m.ranCommand}
+		OnKexec: func() { m.bootOS(true) }, OnCommand: m.ranCommand, Tracer: m.rack.cfg.RamdiskTracer}
 	m.mu.Lock()
 	m.stopRD, m.rdDone = cancel, done
 	m.st.BootedInto = BootedRamdisk

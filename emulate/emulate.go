@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 )
@@ -43,6 +45,9 @@ type Config struct {
 	// BMCLogger and RamdiskLogger get the BMCs' and the ramdisks' logs
 	// apart from the rack's own (nil: Logger).
 	BMCLogger, RamdiskLogger *slog.Logger
+	// RamdiskTracer traces the commands the ramdisks run (agent.Config.Tracer);
+	// nil for none.
+	RamdiskTracer trace.TracerProvider
 }
 
 // Boot states of a machine.

@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/bodytimeout"
+	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/siteagent/boot"
@@ -106,6 +107,11 @@ func (a *Agent) startWorker() error {
 		return err
 	}
 	opts.ConnectionOptions.TLS = tc
+	// The worker takes the client's interceptors: each activity's span is a
+	// child of the workflow's, carried in the task's header.
+	if opts.Interceptors, err = tracing.Temporal(a.cfg.Tracer); err != nil {
+		return err
+	}
 	c, err := client.Dial(opts)
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "cannot reach Temporal at %s", a.id.TemporalAddress)

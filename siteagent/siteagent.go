@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -91,6 +92,10 @@ type Config struct {
 	// the image cache, relayed commands); "" or "off" for none.
 	MetricsListen string
 	Logger        *slog.Logger
+	// Tracer traces the site's activities (children of the workflow's span,
+	// through Temporal) and each command relayed to a ramdisk (tracing.Start);
+	// nil for none.
+	Tracer trace.TracerProvider
 }
 
 // Agent is a running site agent.
@@ -275,7 +280,7 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	a.cp = cp
 	joined := func(node string) { a.boot.Mark(node, boot.MilestoneJoined, "") }
 	if a.relay, err = relay.New(relay.Config{TrustDomain: id.trustDomain, Join: joinProxy(cp, a.cfg.ControlPlaneURL),
-		Seen: joined, Logger: a.log}); err != nil {
+		Seen: joined, Logger: a.log, Tracer: a.cfg.Tracer}); err != nil {
 		return err
 	}
 	a.attempts = site.NewAttemptsClient(cp, a.cfg.ControlPlaneURL)

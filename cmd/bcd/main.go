@@ -20,6 +20,7 @@ import (
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/internal/buildinfo"
 	"github.com/better-compute/better-compute/internal/logflag"
+	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/ramdisk/agent"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/pid1"
@@ -88,13 +89,19 @@ func app() *cli.App {
 					if err != nil {
 						return err
 					}
+					log := logflag.Logger(c)
+					tp, stop, err := tracing.Start(c.Context, tracing.FromEnv(os.Getenv, "bcd-site"))
+					if err != nil {
+						return err
+					}
+					defer tracing.Stop(stop, log)
 					return siteagent.Run(c.Context, siteagent.Config{ControlPlaneURL: c.String("control-plane"),
 						CAFile: c.String("ca-file"), TokenFile: c.String("token-file"), DataDir: c.String("data-dir"),
 						BootListen: c.String("boot-listen"), RelayListen: c.String("relay-listen"),
 						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"), BootStall: c.Duration("boot-stall"),
 						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
 							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
-						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), BMCNetworks: bmcNets, Drivers: drivers(), Logger: logflag.Logger(c)})
+						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), BMCNetworks: bmcNets, Drivers: drivers(), Logger: log, Tracer: tp})
 				},
 			},
 			{
@@ -107,8 +114,13 @@ func app() *cli.App {
 				},
 				Action: func(c *cli.Context) error {
 					log := logflag.Logger(c)
+					tp, stop, err := tracing.Start(c.Context, tracing.FromEnv(os.Getenv, "bcd-ramdisk"))
+					if err != nil {
+						return err
+					}
+					defer tracing.Stop(stop, log)
 					runAgent := func(ctx context.Context, cmdline string) error {
-						return agent.Run(ctx, agent.Config{Cmdline: cmdline, Disks: disk.Host{Dir: c.String("disks")}, Logger: log})
+						return agent.Run(ctx, agent.Config{Cmdline: cmdline, Disks: disk.Host{Dir: c.String("disks")}, Logger: log, Tracer: tp})
 					}
 					if os.Getpid() == 1 { // the initramfs's /init: set the machine up first, reboot at the end
 						return pid1.Run(c.Context, pid1.Config{Console: os.Stderr, Agent: runAgent})

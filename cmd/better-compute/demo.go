@@ -1,11 +1,14 @@
 package main
 
 import (
+	"os"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/internal/logflag"
+	"github.com/better-compute/better-compute/internal/tracing"
 )
 
 func demoCommand() *cli.Command {
@@ -24,8 +27,14 @@ func demoCommand() *cli.Command {
 			logflag.Format(),
 		},
 		Action: func(c *cli.Context) error {
+			log := logflag.Logger(c)
+			tp, stop, err := tracing.Start(c.Context, tracing.FromEnv(os.Getenv, "better-compute-demo"))
+			if err != nil {
+				return err
+			}
+			defer tracing.Stop(stop, log)
 			return demo.Run(c.Context, demo.Config{Machines: c.Int("machines"), Once: c.Bool("once"),
-				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: logflag.Logger(c),
+				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: log, Tracer: tp,
 				Listen: c.String("listen"), TemporalListen: c.String("temporal-listen"),
 				UIListen: c.String("ui-listen"), AgentsListen: c.String("agents-listen")})
 		},

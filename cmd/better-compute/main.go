@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/internal/buildinfo"
 	"github.com/better-compute/better-compute/internal/logflag"
+	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/pki"
 )
 
@@ -66,13 +67,19 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "temporal-log-level", Value: "warn", Usage: "the embedded Temporal server's own logs from this level (within --log-level)"},
 		},
 		Action: func(c *cli.Context) error {
+			log := logflag.Logger(c)
+			tp, stop, err := tracing.Start(c.Context, tracing.FromEnv(os.Getenv, "better-compute"))
+			if err != nil {
+				return err
+			}
+			defer tracing.Stop(stop, log)
 			return controlplane.Run(c.Context, controlplane.Config{
 				DataDir: c.String("data-dir"), DatabaseURL: c.String("database-url"),
 				TemporalAddress: c.String("temporal-address"), TemporalNamespace: c.String("temporal-namespace"),
 				TemporalListen: c.String("temporal-listen"), Listen: c.String("listen"), UIListen: c.String("ui-listen"),
 				TemporalTLS: c.Bool("temporal-tls"), TemporalServerName: c.String("temporal-server-name"),
 				AgentsListen: c.String("agents-listen"), MetricsListen: c.String("metrics-listen"), ConfigFile: c.String("config"), PKIDir: c.String("pki-dir"),
-				Only: c.String("only"), Logger: logflag.Logger(c),
+				Only: c.String("only"), Logger: log, Tracer: tp,
 				UIHosts: c.StringSlice("ui-host"), UIWriteActions: c.Bool("ui-write-actions"),
 				TemporalLogLevel: logflag.ParseLevel(c.String("temporal-log-level"), slog.LevelWarn),
 			}, c.App.Writer)

@@ -12,8 +12,10 @@ package tracing
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
@@ -138,4 +140,14 @@ func Inject(ctx context.Context, h http.Header) {
 // Extract returns ctx carrying the remote span context h names, if any.
 func Extract(ctx context.Context, h http.Header) context.Context {
 	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// Stop runs the shutdown Start returned, giving the exporter 5 seconds to
+// send what is buffered; a failure is logged (a process ends anyway).
+func Stop(shutdown func(context.Context) error, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		log.Warn("traces not flushed", "err", err)
+	}
 }

@@ -15,7 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 )
@@ -54,6 +57,10 @@ type Config struct {
 	// agent starts running one (not when it posts a kept result again), so
 	// an emulated machine can record what its ramdisk ran.
 	OnCommand func(kind string)
+	// Tracer records a span of each command run, from its start to its
+	// result posted, a child of the site's span of the command (the relay's
+	// traceparent); nil for none.
+	Tracer trace.TracerProvider
 }
 
 func (c *Config) fill() {
@@ -153,7 +160,7 @@ func (a *agent) loop(parent context.Context) error {
 	defer cancel()
 	bo := backoff{max: a.cfg.MaxBackoff}
 	for ctx.Err() == nil {
-		cmd, err := a.relay.next(ctx, a.cfg.PollWait)
+		cmd, hdr, err := a.relay.next(ctx, a.cfg.PollWait)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -165,7 +172,7 @@ func (a *agent) loop(parent context.Context) error {
 		}
 		bo.reset()
 		if cmd != nil {
-			a.dispatch(ctx, *cmd)
+			a.dispatch(tracing.Extract(ctx, hdr), *cmd)
 		}
 	}
 	a.log.Info("ramdisk: stopped")

@@ -61,11 +61,13 @@ func (a *agent) dispatch(ctx context.Context, cmd kinds.Command) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
+		ctx, span := a.startSpan(ctx, cmd)
 		res := a.execute(ctx, cmd)
 		a.mu.Lock()
 		e.result = &res
 		a.mu.Unlock()
 		posted := a.post(ctx, res)
+		endSpan(span, res, posted)
 		if cmd.Kind == kinds.BootKexec && res.OK {
 			if !posted {
 				log.Warn("ramdisk: kexec done but its result could not be posted")

@@ -39,6 +39,7 @@ func (a *agent) kexec(ctx context.Context, cmd kinds.Command, _ *tracker) (any, 
 	}
 	cmdline := strings.TrimSpace(k.cmdline + " " + consoleArgs(a.cfg.Cmdline))
 	a.log.Info("ramdisk: kexec", "disk", d.Name, "cmdline", cmdline)
+	a.flushTraces(ctx)
 	if err := a.cfg.Disks.Kexec(ctx, k.kernel, k.initrd, cmdline); err != nil {
 		return nil, err
 	}

@@ -159,18 +159,20 @@ func (r *relay) adopt(certPEM, caPEM []byte) error {
 }
 
 // next long-polls for a command; nil when the relay had none within wait.
-func (r *relay) next(ctx context.Context, wait time.Duration) (*kinds.Command, error) {
+// The header is the answer's: its traceparent names the site's span of the
+// command.
+func (r *relay) next(ctx context.Context, wait time.Duration) (*kinds.Command, http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+30*time.Second)
 	defer cancel()
-	out, err := r.do(ctx, http.MethodGet, "/v1/commands/next?wait="+wait.String(), nil, http.StatusOK, http.StatusNoContent)
+	out, h, err := r.doHeader(ctx, http.MethodGet, "/v1/commands/next?wait="+wait.String(), nil, http.StatusOK, http.StatusNoContent)
 	if err != nil || len(out) == 0 {
-		return nil, err
+		return nil, nil, err
 	}
 	var c kinds.Command
 	if err := json.Unmarshal(out, &c); err != nil {
-		return nil, errs.Wrap(errs.DriverError, err, "the relay sent a command that is not JSON")
+		return nil, nil, errs.Wrap(errs.DriverError, err, "the relay sent a command that is not JSON")
 	}
-	return &c, nil
+	return &c, h, nil
 }
 
 func (r *relay) progress(ctx context.Context, p kinds.Progress) error {
@@ -193,28 +195,34 @@ func (r *relay) postJSON(ctx context.Context, path string, v any) error {
 // do sends one request. A transport failure or a 5xx/429 answer is
 // UNAVAILABLE (retry); other unexpected statuses map to final kinds.
 func (r *relay) do(ctx context.Context, method, path string, body []byte, ok ...int) ([]byte, error) {
+	out, _, err := r.doHeader(ctx, method, path, body, ok...)
+	return out, err
+}
+
+// doHeader is do, returning the answer's header too.
+func (r *relay) doHeader(ctx context.Context, method, path string, body []byte, ok ...int) ([]byte, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, method, r.site+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "build request %s %s", method, path)
+		return nil, nil, errs.Wrap(errs.Internal, err, "build request %s %s", method, path)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := r.http.Do(req)
 	if err != nil {
-		return nil, errs.Wrap(errs.Unavailable, err, "%s %s on the site relay", method, pathOnly(path))
+		return nil, nil, errs.Wrap(errs.Unavailable, err, "%s %s on the site relay", method, pathOnly(path))
 	}
 	defer resp.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, errs.Wrap(errs.Unavailable, err, "read the answer to %s %s", method, pathOnly(path))
+		return nil, nil, errs.Wrap(errs.Unavailable, err, "read the answer to %s %s", method, pathOnly(path))
 	}
 	for _, s := range ok {
 		if resp.StatusCode == s {
-			return out, nil
+			return out, resp.Header, nil
 		}
 	}
-	return nil, statusError(method, pathOnly(path), resp.StatusCode, out)
+	return nil, nil, statusError(method, pathOnly(path), resp.StatusCode, out)
 }
 
 // statusError turns a non-success answer into an error. The relay says the

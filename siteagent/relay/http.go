@@ -8,10 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
 )
@@ -78,11 +80,14 @@ func (r *Relay) serveNext(w http.ResponseWriter, req *http.Request, node string)
 		wait = d
 	}
 	wait = min(wait, r.cfg.MaxWait)
-	cmd, ok := r.Next(req.Context(), node, req.TLS.PeerCertificates[0].SerialNumber.String(), wait)
+	cmd, sc, ok := r.take(req.Context(), node, req.TLS.PeerCertificates[0].SerialNumber.String(), wait)
 	if !ok {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	// The ramdisk's own span of the command (if it traces) is a child of
+	// the hand-out's.
+	tracing.Inject(trace.ContextWithSpanContext(req.Context(), sc), w.Header())
 	writeJSON(w, http.StatusOK, cmd)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 )
@@ -11,6 +13,13 @@ import (
 // Next waits up to wait for node's next command and marks it taken; ok is
 // false when none came.
 func (r *Relay) Next(ctx context.Context, node, boot string, wait time.Duration) (kinds.Command, bool) {
+	cmd, _, ok := r.take(ctx, node, boot, wait)
+	return cmd, ok
+}
+
+// take is Next, with the span context of the command's hand-out (invalid
+// when tracing is off) for the ramdisk's traceparent.
+func (r *Relay) take(ctx context.Context, node, boot string, wait time.Duration) (kinds.Command, trace.SpanContext, bool) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	r.mu.Lock()
@@ -28,18 +37,19 @@ func (r *Relay) Next(ctx context.Context, node, boot string, wait time.Duration)
 				continue
 			}
 			c.state, c.takenBy = taken, boot
+			sc := r.handOutLocked(c, boot)
 			r.mu.Unlock()
 			r.log.Info("command handed to ramdisk", "node", node, "command", id, "kind", c.cmd.Kind)
-			return c.cmd, true
+			return c.cmd, sc, true
 		}
 		wake := q.wake
 		r.mu.Unlock()
 		select {
 		case <-wake:
 		case <-timer.C:
-			return kinds.Command{}, false
+			return kinds.Command{}, trace.SpanContext{}, false
 		case <-ctx.Done():
-			return kinds.Command{}, false
+			return kinds.Command{}, trace.SpanContext{}, false
 		}
 	}
 }
@@ -94,6 +104,7 @@ func (r *Relay) Result(node, id string, res kinds.Result) error {
 		r.dequeueLocked(c)
 	}
 	delete(r.cmds, id)
+	endSpan(c, res.ErrorKind)
 	if c.waiters == 0 {
 		r.kept[keptKey{node, id}] = kept{res: res, at: time.Now()}
 	}
@@ -115,6 +126,7 @@ func (r *Relay) reclaimLocked(node, boot string) {
 		if c.cmd.NodeID == node && c.state == taken && c.takenBy != boot && c.waiters > 0 {
 			r.log.Info("command taken by an earlier ramdisk boot of the node; handing it to the new one",
 				"node", node, "command", c.cmd.ID, "kind", c.cmd.Kind)
+			endSpan(c, "the ramdisk boot that took it went away")
 			r.enqueueLocked(c)
 		}
 	}

@@ -14,8 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/kinds"
 )
 
@@ -37,6 +40,9 @@ type Config struct {
 	// verified) talks to the relay: its boot reached the relay.
 	Seen   func(nodeID string)
 	Logger *slog.Logger
+	// Tracer records each command from its hand-out to its result, a child
+	// of the waiting activity's span (see trace.go); nil for none.
+	Tracer trace.TracerProvider
 }
 
 type state int
@@ -59,6 +65,10 @@ type command struct {
 	// replaced on each report.
 	progress kinds.Progress
 	changed  chan struct{}
+	// parent is the span of the activity waiting for the command; span runs
+	// from the hand-out to the result (nil when not handed out).
+	parent trace.SpanContext
+	span   trace.Span
 }
 
 // queue is one node's pending commands.
@@ -77,8 +87,9 @@ type kept struct {
 // Relay is the hub between relay activities and ramdisks. Its methods are
 // safe for concurrent use.
 type Relay struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
 
 	mu     sync.Mutex
 	cmds   map[string]*command
@@ -101,7 +112,8 @@ func New(cfg Config) (*Relay, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{cfg: cfg, log: log, cmds: map[string]*command{}, queues: map[string]*queue{}, kept: map[keptKey]kept{}}, nil
+	return &Relay{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer, "better-compute/relay"),
+		cmds: map[string]*command{}, queues: map[string]*queue{}, kept: map[keptKey]kept{}}, nil
 }
 
 // Run sends cmd to its node's ramdisk and waits for the result. A result
@@ -113,7 +125,7 @@ func (r *Relay) Run(ctx context.Context, cmd kinds.Command, progress func(kinds.
 	if cmd.ID == "" || cmd.NodeID == "" || cmd.Kind == "" {
 		return kinds.Result{}, errs.Invalid("command", "a relayed command needs an id, a node and a kind")
 	}
-	c, res, ok, err := r.attach(cmd)
+	c, res, ok, err := r.attach(cmd, trace.SpanContextFromContext(ctx))
 	if err != nil || ok {
 		return res, err
 	}
@@ -139,8 +151,8 @@ func (r *Relay) Run(ctx context.Context, cmd kinds.Command, progress func(kinds.
 }
 
 // attach finds or queues cmd and counts a waiter on it, or returns a kept
-// result.
-func (r *Relay) attach(cmd kinds.Command) (*command, kinds.Result, bool, error) {
+// result. parent is the waiting activity's span.
+func (r *Relay) attach(cmd kinds.Command, parent trace.SpanContext) (*command, kinds.Result, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sweepLocked()
@@ -153,13 +165,15 @@ func (r *Relay) attach(cmd kinds.Command) (*command, kinds.Result, bool, error) 
 	c := r.cmds[cmd.ID]
 	switch {
 	case c == nil:
-		c = &command{cmd: cmd, done: make(chan struct{}), changed: make(chan struct{})}
+		c = &command{cmd: cmd, done: make(chan struct{}), changed: make(chan struct{}), parent: parent}
 		r.cmds[cmd.ID] = c
 		r.enqueueLocked(c)
 	case c.cmd.NodeID != cmd.NodeID || c.cmd.Kind != cmd.Kind:
 		return nil, kinds.Result{}, false, errs.New(errs.InvalidState,
 			"command id %s is already in flight for %s (%s)", cmd.ID, c.cmd.NodeID, c.cmd.Kind)
 	case c.waiters == 0 && c.state == taken:
+		endSpan(c, "taken again by a retried activity")
+		c.parent = parent
 		r.enqueueLocked(c)
 	}
 	c.waiters++
@@ -219,6 +233,7 @@ func (r *Relay) sweepLocked() {
 	}
 	for id, c := range r.cmds {
 		if c.waiters == 0 && c.state == taken && c.since.Before(cutoff) {
+			endSpan(c, "no result")
 			delete(r.cmds, id)
 		}
 	}

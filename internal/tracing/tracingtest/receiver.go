@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -23,6 +24,7 @@ type Span struct {
 	Service                         string // the resource's service.name
 	Attrs                           map[string]string
 	Error                           bool // status code ERROR
+	Start                           time.Time
 }
 
 // Receiver collects the spans POSTed to URL()+"/v1/traces".
@@ -89,7 +91,8 @@ func decode(msg *coltracepb.ExportTraceServiceRequest) []Span {
 			for _, s := range ss.GetSpans() {
 				out = append(out, Span{Name: s.GetName(), TraceID: hex.EncodeToString(s.GetTraceId()),
 					SpanID: hex.EncodeToString(s.GetSpanId()), ParentID: hex.EncodeToString(s.GetParentSpanId()),
-					Service: service, Attrs: attrs(s.GetAttributes()), Error: s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR})
+					Service: service, Attrs: attrs(s.GetAttributes()), Error: s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR,
+					Start: time.Unix(0, int64(s.GetStartTimeUnixNano()))})
 			}
 		}
 	}
