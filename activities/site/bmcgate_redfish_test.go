@@ -223,3 +223,22 @@ func TestBMCGateWaitIsBounded(t *testing.T) {
 		t.Errorf("waiting behind a hung call = %v, want DRIVER_ERROR saying the command's time ran out", err)
 	}
 }
+
+// TestBMCGateRefusalsKeepBreakerClosed: a wrong password, refused again
+// and again, is the BMC answering: each call is UNAUTHENTICATED from the
+// BMC itself, never the breaker's fail-fast DRIVER_ERROR.
+func TestBMCGateRefusalsKeepBreakerClosed(t *testing.T) {
+	t.Parallel()
+	f := startRedfishFront(t)
+	a := redfishActivities(NewBMCGate(BMCGateConfig{Failures: 2}))
+	a.LookupEnv = envLookup(map[string]string{"BCD_SECRET_BMC_CREDS": "admin:not-it"})
+	for i := range 4 {
+		err := powerOn(context.Background(), a, "node_1", f.addr, bmc.DriverRedfish, redfishCredsRef)
+		if errs.FromTemporal(err) != errs.Unauthenticated {
+			t.Fatalf("call %d with a wrong password = %v, want UNAUTHENTICATED", i, err)
+		}
+	}
+	if got := f.b.State().FailedLogins; got != 4 {
+		t.Errorf("logins refused at the BMC = %d, want 4 (one a call)", got)
+	}
+}
