@@ -2,10 +2,13 @@ package redfishbmc
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/bmc"
+	bmcredfish "github.com/better-compute/better-compute/bmc/redfish"
 	"github.com/better-compute/better-compute/errs"
 )
 
@@ -87,4 +90,36 @@ func count(xs []string, want string) int {
 		}
 	}
 	return n
+}
+
+// TestDriverMediaNotConfirmed: a BMC that accepts InsertMedia but does not
+// show the image afterwards (it could not fetch it) is a DRIVER_ERROR naming
+// the URL, and the boot override is left alone.
+func TestDriverMediaNotConfirmed(t *testing.T) {
+	t.Parallel()
+	b := start(t, Config{})
+	swallow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, insertAction) {
+			w.WriteHeader(http.StatusNoContent) // accepted, never applied
+			return
+		}
+		b.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(swallow)
+	t.Cleanup(srv.Close)
+	addr, err := bmc.ParseAddress(bmc.DriverRedfish, strings.Replace(srv.URL, "http://", "redfish+http://", 1)+b.systemPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := bmcredfish.New(bmcredfish.Config{Address: addr, Credentials: bmc.Credentials{Username: testUser, Password: testPass}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const iso = "http://10.30.0.1:8080/missing.iso"
+	if err := d.InsertMedia(context.Background(), iso); !errs.Is(err, errs.DriverError) || !strings.Contains(err.Error(), iso) {
+		t.Errorf("InsertMedia(%s) on a BMC that does not show it = %v, want DRIVER_ERROR naming the URL", iso, err)
+	}
+	if st := b.State(); st.BootTarget != "None" {
+		t.Errorf("State().BootTarget = %q after an unconfirmed insert, want None", st.BootTarget)
+	}
 }
