@@ -31,7 +31,9 @@ type Agents struct {
 	CA                *pki.CA
 	TemporalAddress   string
 	TemporalNamespace string
-	CodecKey          []byte
+	// CodecKey is the payload key of a site agent's tenant: a site
+	// decrypts its own tenant's payloads only.
+	CodecKey func(ctx context.Context, tenant string) ([]byte, error)
 	// TemporalTLS says that the frontend speaks mutual TLS: site agents dial
 	// it with their certificate and check it under TemporalServerName.
 	TemporalTLS        bool
@@ -119,7 +121,13 @@ func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, 
 	var err error
 	if adm.role == pki.RoleSite {
 		out.TemporalAddress, out.TemporalNamespace = s.a.TemporalAddress, s.a.TemporalNamespace
-		out.TaskQueue, out.CodecKey = kinds.SiteTaskQueue(adm.site), s.a.CodecKey
+		out.TaskQueue = kinds.SiteTaskQueue(adm.site)
+		if s.a.CodecKey == nil {
+			return nil, errs.New(errs.Internal, "the agents' listener has no payload keys")
+		}
+		if out.CodecKey, err = s.a.CodecKey(ctx, adm.tenant); err != nil {
+			return nil, err
+		}
 		out.TemporalTls, out.TemporalServerName = s.a.TemporalTLS, s.a.TemporalServerName
 		if out.ServingCertPem, err = s.servingCert(ctx, adm, pub, serveHosts, renewal); err != nil {
 			return nil, err

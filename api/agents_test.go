@@ -35,7 +35,7 @@ func newAgentsEnv(t *testing.T) *agentsEnv {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: e.store}).AgentsHandler(
-		api.Agents{CA: ca, TemporalAddress: "127.0.0.1:7233", TemporalNamespace: "ns", CodecKey: []byte("k"),
+		api.Agents{CA: ca, TemporalAddress: "127.0.0.1:7233", TemporalNamespace: "ns", CodecKey: func(_ context.Context, tenant string) ([]byte, error) { return []byte("key of " + tenant), nil },
 			TemporalTLS: true, TemporalServerName: "127.0.0.1", ReservedHosts: reservedHosts}))
 	srv.TLS = api.AgentsTLS(ca)
 	srv.StartTLS()

@@ -4,11 +4,9 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/protobuf/proto"
@@ -44,6 +42,10 @@ func begin(c *cli.Context) (*session, error) {
 		return nil, err
 	}
 	tenant := c.String("tenant")
+	hc, err := httpClient(c.String("ca-file"))
+	if err != nil {
+		return nil, err
+	}
 	return &session{
 		c:      c,
 		args:   args,
@@ -55,7 +57,7 @@ func begin(c *cli.Context) (*session, error) {
 			BaseURL: c.String("url"),
 			Token:   tokenSource(c.String("token"), c.String("data-dir")),
 			Tenant:  tenant,
-			HTTP:    &http.Client{Timeout: 2 * time.Minute},
+			HTTP:    hc,
 		},
 	}, nil
 }
@@ -193,6 +195,8 @@ func globalFlags() []cli.Flag {
 			Usage: "base URL of the control plane's API"},
 		&cli.StringFlag{Name: "token", EnvVars: []string{"BETTER_COMPUTE_TOKEN"},
 			Usage: "API token (default: root-token in --data-dir)"},
+		&cli.StringFlag{Name: "ca-file", EnvVars: []string{"BETTER_COMPUTE_CA_FILE"},
+			Usage: "CA certificates (PEM) that verify an https --url (default: the system roots)"},
 		&cli.StringFlag{Name: "tenant", EnvVars: []string{"BETTER_COMPUTE_TENANT"},
 			Usage: "tenant to act in (default: the token's own tenant)"},
 		&cli.StringFlag{Name: "data-dir", EnvVars: []string{"BETTER_COMPUTE_DATA_DIR"}, Value: defaultDataDir,

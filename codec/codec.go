@@ -8,8 +8,6 @@
 package codec
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -40,30 +38,25 @@ const (
 const KeySize = 32
 
 // Codec is a converter.PayloadCodec that encrypts each payload with
-// AES-256-GCM. The whole original payload (metadata and data) is marshalled and
-// sealed, so even its encoding is hidden; the key id is bound to the ciphertext
-// as additional data, so a payload cannot be relabelled to another key.
+// AES-256-GCM under its tenant's key of a Keyring, and decrypts with
+// whichever key of the ring a payload names. The whole original payload
+// (metadata and data) is marshalled and sealed, so even its encoding is
+// hidden; the key id is bound to the ciphertext as additional data, so a
+// payload cannot be relabelled to another key.
 type Codec struct {
-	aead  cipher.AEAD
-	keyID string
+	ring   *Keyring
+	tenant string
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
 
-// New returns a codec for a 32-byte key.
+// New returns a codec of one 32-byte key (the control plane's own).
 func New(key []byte) (*Codec, error) {
-	if len(key) != KeySize {
-		return nil, errs.Invalid("key", "an encryption key must be %d bytes, got %d", KeySize, len(key))
-	}
-	block, err := aes.NewCipher(key)
+	r, err := NewKeyring(nil, Key{ID: KeyID(key), Key: key})
 	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "cannot create AES cipher")
+		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "cannot create GCM")
-	}
-	return &Codec{aead: aead, keyID: KeyID(key)}, nil
+	return r.Codec(""), nil
 }
 
 // KeyID names a key without revealing it: the first 8 bytes of the SHA-256 of
@@ -74,28 +67,35 @@ func KeyID(key []byte) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// KeyID returns the id of the codec's key.
-func (c *Codec) KeyID() string { return c.keyID }
+// KeyID returns the id of the key the codec encrypts with ("" when it has none).
+func (c *Codec) KeyID() string {
+	id, _, _ := c.ring.encryptKey(c.tenant)
+	return id
+}
 
 // Encode encrypts every payload. It does not modify its argument.
 func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	keyID, aead, err := c.ring.encryptKey(c.tenant)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		plain, err := proto.Marshal(p)
 		if err != nil {
 			return nil, errs.Wrap(errs.Internal, err, "cannot marshal payload for encryption")
 		}
-		nonce := make([]byte, c.aead.NonceSize(), c.aead.NonceSize()+len(plain)+c.aead.Overhead())
+		nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
 		if _, err := rand.Read(nonce); err != nil {
 			return nil, errs.Wrap(errs.Internal, err, "cannot read random nonce")
 		}
 		out[i] = &commonpb.Payload{
 			Metadata: map[string][]byte{
 				MetadataEncoding: []byte(EncodingEncrypted),
-				MetadataKeyID:    []byte(c.keyID),
+				MetadataKeyID:    []byte(keyID),
 				MetadataCipher:   []byte(CipherAES256GCM),
 			},
-			Data: c.aead.Seal(nonce, nonce, plain, []byte(c.keyID)),
+			Data: aead.Seal(nonce, nonce, plain, []byte(keyID)),
 		}
 	}
 	return out, nil
@@ -126,16 +126,17 @@ func (c *Codec) decrypt(p *commonpb.Payload) (*commonpb.Payload, error) {
 	if got := string(md[MetadataCipher]); got != CipherAES256GCM {
 		return nil, errs.New(errs.Unsupported, "payload cipher %q is not supported (want %s)", got, CipherAES256GCM)
 	}
-	if got := string(md[MetadataKeyID]); got != c.keyID {
-		return nil, errs.New(errs.InvalidInput,
-			"payload was encrypted with key %q but this process holds key %q: start it with the key file that wrote the history", got, c.keyID)
+	keyID := string(md[MetadataKeyID])
+	aead, err := c.ring.decryptKey(keyID)
+	if err != nil {
+		return nil, err
 	}
 	data := p.GetData()
-	ns := c.aead.NonceSize()
-	if len(data) < ns+c.aead.Overhead() {
+	ns := aead.NonceSize()
+	if len(data) < ns+aead.Overhead() {
 		return nil, errs.New(errs.InvalidInput, "encrypted payload is too short (%d bytes)", len(data))
 	}
-	plain, err := c.aead.Open(nil, data[:ns], data[ns:], []byte(c.keyID))
+	plain, err := aead.Open(nil, data[:ns], data[ns:], []byte(keyID))
 	if err != nil {
 		return nil, errs.Wrap(errs.InvalidInput, err, "encrypted payload failed authentication: it was altered or the key is wrong")
 	}

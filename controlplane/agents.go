@@ -26,7 +26,7 @@ func loadCA(dir string) (*pki.CA, error) {
 
 // startAgents serves JoinService and SecretsService over TLS with a serving
 // certificate from the CA; client certificates are verified when sent.
-func (cp *ControlPlane) startAgents(key []byte) error {
+func (cp *ControlPlane) startAgents() error {
 	if cp.ca == nil || cp.cfg.AgentsListen == "off" {
 		return nil
 	}
@@ -49,7 +49,7 @@ func (cp *ControlPlane) startAgents(key []byte) error {
 		return errs.Wrap(errs.Unavailable, err, "the agents' listener cannot listen on %s (pick another with --agents-listen)", cp.cfg.AgentsListen)
 	}
 	srv := api.New(api.Config{Store: cp.store, Logger: cp.log})
-	agents := api.Agents{CA: cp.ca, TemporalAddress: cp.TemporalAddress(), TemporalNamespace: cp.cfg.TemporalNamespace, CodecKey: key}
+	agents := api.Agents{CA: cp.ca, TemporalAddress: cp.TemporalAddress(), TemporalNamespace: cp.cfg.TemporalNamespace, CodecKey: cp.tenantCodecKey}
 	if cp.temporal != nil && cp.temporal.TLSServerName() != "" {
 		agents.TemporalTLS, agents.TemporalServerName = true, cp.temporal.TLSServerName()
 	}

@@ -70,6 +70,9 @@ type Config struct {
 	Listen             string // the API's address
 	UIListen           string // the embedded Web UI's address; "off" for none
 	ConfigFile         string // "": DataDir/config.yaml
+	KeyFile            string // "": DataDir/master.key (see KeyFile)
+	KeyTransit         string // a Vault/OpenBao transit key-encryption key: UNSUPPORTED
+	TLSCert, TLSKey    string // the API over TLS (PEM files); "": plain HTTP
 	PKIDir             string // "": DataDir/pki (made by `better-compute pki init`)
 	AgentsListen       string // TLS listener for agents (join, secrets); "off" for none
 	MetricsListen      string // /metrics; "" or "off" for none (serve's default: DefaultMetricsListen)
@@ -139,11 +142,11 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err := cp.startStore(ctx); err != nil {
 		return nil, err
 	}
-	key, err := cp.store.CodecKey(ctx)
+	key, err := cp.keyring(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := cp.newGate(key); err != nil {
+	if err := cp.newGate(key.Codec("").HTTPHandler(), codec.KeyTenants(key.Tenants())); err != nil {
 		return nil, err
 	}
 	if cp.ca, err = loadCA(cfg.PKIDir); err != nil {
@@ -170,7 +173,7 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 		if err := cp.startAPI(hw.HardwareProfiles, key); err != nil {
 			return nil, err
 		}
-		if err := cp.startAgents(key); err != nil {
+		if err := cp.startAgents(); err != nil {
 			return nil, err
 		}
 	}
@@ -205,6 +208,9 @@ func withDefaults(cfg Config) Config {
 	if cfg.ConfigFile == "" {
 		cfg.ConfigFile = filepath.Join(cfg.DataDir, "config.yaml")
 	}
+	if cfg.KeyFile == "" {
+		cfg.KeyFile = keyFileDefault(cfg)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -214,9 +220,25 @@ func withDefaults(cfg Config) Config {
 	return cfg
 }
 
-// startStore opens Postgres, migrates it, and makes sure tenant root and the
-// root credential exist.
+// startStore opens Postgres, migrates it, gives it the key file, and makes
+// sure tenant root and the root credential exist.
 func (cp *ControlPlane) startStore(ctx context.Context) error {
+	if err := cp.openStore(ctx); err != nil {
+		return err
+	}
+	if err := cp.useKeyFile(ctx); err != nil {
+		return err
+	}
+	if err := cp.store.EnsureTenant(ctx, api.RootTenant); err != nil {
+		return err
+	}
+	cp.tokenPath = filepath.Join(cp.cfg.DataDir, RootTokenFile)
+	return ensureRootToken(ctx, cp.store, cp.tokenPath)
+}
+
+// openStore opens Postgres (an external one, or the private cluster in the
+// data dir, adopted when another process runs it) and migrates it.
+func (cp *ControlPlane) openStore(ctx context.Context) error {
 	url := cp.cfg.DatabaseURL
 	if url == "" {
 		pg, err := pgcluster.Start(ctx, filepath.Join(cp.cfg.DataDir, "postgres"), cp.log)
@@ -234,33 +256,41 @@ func (cp *ControlPlane) startStore(ctx context.Context) error {
 		return err
 	}
 	cp.store, cp.dbURL = s, url
-	if err := s.Migrate(ctx); err != nil {
-		return err
-	}
-	if err := s.EnsureTenant(ctx, api.RootTenant); err != nil {
-		return err
-	}
-	cp.tokenPath = filepath.Join(cp.cfg.DataDir, RootTokenFile)
-	return ensureRootToken(ctx, s, cp.tokenPath)
+	return s.Migrate(ctx)
 }
 
-func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key []byte) error {
+// stopStore closes the store and stops the private cluster unless another
+// process ran it first.
+func (cp *ControlPlane) stopStore() {
+	if cp.store != nil {
+		cp.store.Close()
+	}
+	if cp.pg != nil && !cp.pg.Adopted() {
+		if err := cp.pg.Stop(); err != nil {
+			cp.log.Warn("stop PostgreSQL", "err", err)
+		}
+	}
+}
+
+func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key *codec.Keyring) error {
 	ln, err := net.Listen("tcp", cp.cfg.Listen)
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "the API cannot listen on %s (pick another with --listen)", cp.cfg.Listen)
 	}
-	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, DataConverter: codec.NewDataConverter(key), Namespace: cp.cfg.TemporalNamespace,
+	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, DataConverter: key.DataConverter(""), Namespace: cp.cfg.TemporalNamespace,
 		Hardware: hw, Logger: cp.log, Interceptors: cp.apiInterceptors()})
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
-	mux.Handle("/codec/", loopbackOnly(http.StripPrefix("/codec", cp.guardCodec(codec.HTTPHandler(key, cp.uiOrigins()...)))))
+	mux.Handle("/codec/", loopbackOnly(http.StripPrefix("/codec", cp.guardCodec(key.Codec("").HTTPHandler(cp.uiOrigins()...)))))
 	// Headers and body each have a bound: a client trickling either holds a
 	// connection seconds, not minutes.
 	cp.http = &http.Server{Handler: bodytimeout.Handler(mux, bodytimeout.Default), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(cp.log.Handler(), slog.LevelWarn)}
 	cp.http.Protocols = new(http.Protocols)
 	cp.http.Protocols.SetHTTP1(true)
 	cp.http.Protocols.SetUnencryptedHTTP2(true)
-	cp.apiURL = "http://" + ln.Addr().String()
+	if ln, err = cp.apiTLS(ln, cp.http); err != nil {
+		return err
+	}
 	go func() {
 		if err := cp.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cp.log.Error("API server stopped", "err", err)

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/better-compute/better-compute/controlplane"
+	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/tserver"
 )
@@ -178,12 +179,21 @@ func TestExternalTemporalAndScaleOut(t *testing.T) {
 	}
 	defer ext.Stop()
 	const ns = "better-compute-ext"
-	a := start(t, controlplane.Config{DataDir: t.TempDir(), TemporalAddress: ext.FrontendAddress(), TemporalNamespace: ns})
+	aDir := t.TempDir()
+	a := start(t, controlplane.Config{DataDir: aDir, TemporalAddress: ext.FrontendAddress(), TemporalNamespace: ns})
 	defer a.Stop()
-	b := start(t, controlplane.Config{DataDir: t.TempDir(), DatabaseURL: a.DatabaseURL(),
+	// Every process over the database needs the first one's key file.
+	keyFile := filepath.Join(aDir, controlplane.KeyFile)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := controlplane.Start(ctx, withQuiet(controlplane.Config{DataDir: t.TempDir(), DatabaseURL: a.DatabaseURL(),
+		TemporalAddress: ext.FrontendAddress(), TemporalNamespace: ns, Only: controlplane.OnlyWorker})); !errs.Is(err, errs.InvalidState) {
+		t.Errorf("Start(another key file) = %v, want INVALID_STATE", err)
+	}
+	b := start(t, controlplane.Config{DataDir: t.TempDir(), DatabaseURL: a.DatabaseURL(), KeyFile: keyFile,
 		TemporalAddress: ext.FrontendAddress(), TemporalNamespace: ns, Only: controlplane.OnlyAPI})
 	defer b.Stop()
-	w := start(t, controlplane.Config{DataDir: t.TempDir(), DatabaseURL: a.DatabaseURL(),
+	w := start(t, controlplane.Config{DataDir: t.TempDir(), DatabaseURL: a.DatabaseURL(), KeyFile: keyFile,
 		TemporalAddress: ext.FrontendAddress(), TemporalNamespace: ns, Only: controlplane.OnlyWorker})
 	defer w.Stop()
 	if w.APIURL() != "" {
@@ -210,7 +220,7 @@ func TestScaleOutOverMTLS(t *testing.T) {
 	a := start(t, controlplane.Config{DataDir: dir})
 	defer a.Stop()
 	cfg := controlplane.Config{DataDir: t.TempDir(), DatabaseURL: a.DatabaseURL(), TemporalAddress: a.TemporalAddress(),
-		PKIDir: filepath.Join(dir, "pki"), Only: controlplane.OnlyAPI}
+		PKIDir: filepath.Join(dir, "pki"), KeyFile: filepath.Join(dir, controlplane.KeyFile), Only: controlplane.OnlyAPI}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := controlplane.Start(ctx, withQuiet(cfg)); err == nil {

@@ -33,7 +33,7 @@ const (
 
 // startTemporal starts the embedded server or connects to an external one,
 // then makes sure the namespace and search attributes exist.
-func (cp *ControlPlane) startTemporal(ctx context.Context, key []byte) error {
+func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) error {
 	addr := cp.cfg.TemporalAddress
 	var tc *tls.Config
 	if addr == "" {
@@ -97,9 +97,9 @@ func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
 // interceptors) with the encrypting payload codec, retrying for up to 30
 // seconds while the frontend comes up. The worker made from the client
 // takes its interceptors (tracing).
-func dial(ctx context.Context, opts client.Options, key []byte, log *slog.Logger) (client.Client, error) {
+func dial(ctx context.Context, opts client.Options, key *codec.Keyring, log *slog.Logger) (client.Client, error) {
 	deadline := time.Now().Add(30 * time.Second)
-	dc := codec.NewDataConverter(key)
+	dc := key.DataConverter("")
 	opts.DataConverter, opts.FailureConverter, opts.Logger = dc, codec.NewFailureConverter(dc), temporalLogger(log)
 	addr := opts.HostPort
 	for {

@@ -10,20 +10,22 @@ import (
 )
 
 // newGate makes the Web UI's gate: the control plane's login in front of
-// the UI and of the codec endpoints (one served on the UI's origin, the
+// the UI and of the codec endpoints (codecH served on the UI's origin, the
 // API's /codec/ guarded by the same session). Sessions are signed with a key
-// derived from the payload key, which every serve over this database holds,
-// so a login on one process holds on all. One key encrypts every tenant's
-// payloads, so no payload is known as one tenant's: only operators decode.
-func (cp *ControlPlane) newGate(key []byte) error {
+// derived from the key file, which every serve over this database holds and
+// `keys rotate` leaves alone, so a login on one process holds on all.
+func (cp *ControlPlane) newGate(codecH http.Handler, tenantOf codec.PayloadTenant) error {
+	kek, err := codec.LoadOrCreateKey(cp.cfg.KeyFile)
+	if err != nil {
+		return err
+	}
 	hosts := cp.cfg.UIHosts
 	// The UI binds the frontend's host (--temporal-listen) on --ui-listen's port.
 	if h, _, err := net.SplitHostPort(cp.cfg.TemporalListen); err == nil && h != "" && !net.ParseIP(h).IsUnspecified() {
 		hosts = append(hosts[:len(hosts):len(hosts)], h)
 	}
-	tenantOf := codec.KeyTenants(nil)
-	g, err := webui.New(webui.Config{Tokens: cp.store, Key: webui.SessionKey(key), Listen: cp.cfg.UIListen, Hosts: hosts,
-		RootTenant: api.RootTenant, WriteActions: cp.cfg.UIWriteActions, Codec: codec.HTTPHandler(key), PayloadTenant: tenantOf, Logger: cp.log})
+	g, err := webui.New(webui.Config{Tokens: cp.store, Key: webui.SessionKey(kek), Listen: cp.cfg.UIListen, Hosts: hosts,
+		RootTenant: api.RootTenant, WriteActions: cp.cfg.UIWriteActions, Codec: codecH, PayloadTenant: tenantOf, Logger: cp.log})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -345,11 +346,11 @@ func startBare(ctx context.Context, b *testing.B, f *fleet) *bare.Baseline {
 	if err != nil {
 		b.Fatal(err)
 	}
-	key, err := cp.Store().CodecKey(ctx)
+	key, err := cp.Store().CurrentKey(ctx, store.PurposeCodec, "") // the bare workflow is no tenant's
 	if err != nil {
 		b.Fatal(err)
 	}
-	away, err := bare.Dial(ctx, cp.TemporalAddress(), controlplane.DefaultNamespace, key, tc)
+	away, err := bare.Dial(ctx, cp.TemporalAddress(), controlplane.DefaultNamespace, key.Key, tc)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -165,20 +165,24 @@ func secretsIn(t *testing.T, dir string) []secret {
 	return out
 }
 
-// storeSecrets are the keys the control plane keeps in its settings table:
-// the payload codec's and the one that seals secrets (BMC passwords).
+// storeSecrets are the keys the control plane keeps wrapped in data_keys:
+// every payload codec key and the key that seals secrets (BMC passwords).
 func storeSecrets(t *testing.T, s *store.Store) []secret {
 	t.Helper()
 	ctx := context.Background()
-	codecKey, err := s.CodecKey(ctx)
+	codecKeys, err := s.CodecKeys(ctx)
 	if err != nil {
-		t.Fatalf("CodecKey = %v", err)
+		t.Fatalf("CodecKeys = %v", err)
 	}
-	var sealKey []byte // the store's secretsKeySetting
-	if err := s.Pool().QueryRow(ctx, `SELECT value FROM settings WHERE name = 'secrets-key'`).Scan(&sealKey); err != nil {
-		t.Fatalf("read the secrets key = %v, want the key that sealed the BMC password", err)
+	sealKey, err := s.CurrentKey(ctx, store.PurposeSecrets, "")
+	if err != nil {
+		t.Fatalf("CurrentKey(secrets) = %v, want the key that sealed the BMC password", err)
 	}
-	return append(keySecret("codec key", codecKey), keySecret("secrets key", sealKey)...)
+	out := keySecret("secrets key", sealKey.Key)
+	for _, k := range codecKeys {
+		out = append(out, keySecret("codec key "+k.ID, k.Key)...)
+	}
+	return out
 }
 
 // scanForSecrets fails t for every secret, and every plain token, in the

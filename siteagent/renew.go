@@ -60,6 +60,13 @@ func (a *Agent) renewIfDue(ctx context.Context) error {
 	if !renewDue(old, a.cfg.Now()) {
 		return nil
 	}
+	return a.renew(ctx)
+}
+
+// renew renews the agent's certificates, and takes its tenant's current
+// payload key from the answer.
+func (a *Agent) renew(ctx context.Context) error {
+	old := a.id.certs.leaf()
 	jc := bettercomputev1connect.NewJoinServiceClient(a.cp, a.cfg.ControlPlaneURL)
 	resp, err := jc.Renew(ctx, connect.NewRequest(&v1.RenewRequest{ServeHosts: []string{a.relayHost}}))
 	if err != nil {
@@ -89,7 +96,7 @@ func (a *Agent) renewIfDue(ctx context.Context) error {
 	a.cp.CloseIdleConnections()
 	a.log.Info("renewed the site agent's certificate", "site", a.id.SiteID,
 		"serial", leaf.SerialNumber.Text(16), "notAfter", leaf.NotAfter, "previousNotAfter", old.NotAfter)
-	return nil
+	return a.keepCodecKey(r.GetCodecKey())
 }
 
 // checkRenewal checks that a renewal answer certifies this agent: our key,

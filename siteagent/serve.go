@@ -93,7 +93,12 @@ func joinProxy(hc *http.Client, baseURL string) relay.JoinFunc {
 // startWorker dials Temporal and serves the site's activities on its task
 // queue. Several agents of one site may serve the same queue.
 func (a *Agent) startWorker() error {
-	dc := codec.NewDataConverter(a.id.CodecKey)
+	keys := &siteKeys{a: a}
+	ring, err := codec.NewKeyring(keys, keys.keys()...)
+	if err != nil {
+		return err
+	}
+	dc := ring.DataConverter(a.id.TenantID)
 	opts := client.Options{
 		HostPort:         a.id.TemporalAddress,
 		Namespace:        a.id.TemporalNamespace,

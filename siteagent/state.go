@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -48,6 +49,10 @@ type joined struct {
 	TemporalNamespace string `json:"temporalNamespace"`
 	TaskQueue         string `json:"taskQueue"`
 	CodecKey          []byte `json:"codecKey"`
+	// OldCodecKeys are the payload keys held before CodecKey (the shared
+	// key of before per-tenant keys, a rotation's old ones): they still
+	// decrypt what was sent under them.
+	OldCodecKeys [][]byte `json:"oldCodecKeys,omitempty"`
 	// TemporalTLS: the worker dials Temporal over mutual TLS with the
 	// agent's certificate, checking the frontend under TemporalServerName
 	// ("" means the host of TemporalAddress).
@@ -57,6 +62,7 @@ type joined struct {
 
 // identity is the agent's trust material, loaded from the data dir.
 type identity struct {
+	mu sync.Mutex // guards joined's codec keys, which a renewal changes
 	joined
 	keyPEM, certPEM, servingPEM, caPEM []byte
 	caPool                             *x509.CertPool

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"strings"
 	"time"
@@ -38,23 +37,16 @@ func sealedFor(tenantID, id string, name *string) []byte {
 // the API checks it, the table refuses anything else.
 func (s *Store) PutSecret(ctx context.Context, tenantID, name string, value []byte) (Secret, bool, error) {
 	const op = "store.PutSecret"
-	aead, err := s.secretsAEAD(ctx)
-	if err != nil {
-		return Secret{}, false, err
-	}
-	nonce := make([]byte, aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return Secret{}, false, err
-	}
-	sealed := aead.Seal(nonce, nonce, value, sealedFor(tenantID, "", &name))
 	out := Secret{Name: name}
 	var replaced bool
-	// A replaced row keeps created_at; its updated_at is this transaction's now().
-	err = s.pool.QueryRow(ctx, `INSERT INTO secrets (id, tenant_id, name, sealed) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (tenant_id, name) WHERE name IS NOT NULL
-		DO UPDATE SET sealed = EXCLUDED.sealed, updated_at = now()
-		RETURNING created_at, updated_at, updated_at > created_at`,
-		ids.New("sec"), tenantID, name, sealed).Scan(&out.CreatedAt, &out.UpdatedAt, &replaced)
+	err := s.writeSealed(ctx, value, sealedFor(tenantID, "", &name), func(v sealed) error {
+		// A replaced row keeps created_at; its updated_at is this transaction's now().
+		return s.pool.QueryRow(ctx, `INSERT INTO secrets (id, tenant_id, name, sealed, key_id) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (tenant_id, name) WHERE name IS NOT NULL
+			DO UPDATE SET sealed = EXCLUDED.sealed, key_id = EXCLUDED.key_id, updated_at = now()
+			RETURNING created_at, updated_at, updated_at > created_at`,
+			ids.New("sec"), tenantID, name, v.data, v.keyID).Scan(&out.CreatedAt, &out.UpdatedAt, &replaced)
+	})
 	return out, replaced, dbError(op, err)
 }
 
@@ -126,24 +118,50 @@ func joinIDs(xs []string) string {
 // refuses (a BMC enrolled already) leaves no sealed row behind.
 func (s *Store) CreateNodeWithSecret(ctx context.Context, n Node, value []byte) (Node, error) {
 	const op = "store.CreateNodeWithSecret"
-	aead, err := s.secretsAEAD(ctx)
-	if err != nil {
-		return Node{}, err
-	}
 	id := ids.New("sec")
-	nonce := make([]byte, aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return Node{}, err
-	}
-	sealed := aead.Seal(nonce, nonce, value, sealedFor(n.TenantID, id, nil))
 	n.BMCCredentialsRef = SecretRef(n.TenantID, id)
 	var out Node
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO secrets (id, tenant_id, sealed) VALUES ($1, $2, $3)`, id, n.TenantID, sealed); err != nil {
-			return dbError(op, err)
-		}
-		out, err = createNode(ctx, tx, n)
+	err := s.writeSealed(ctx, value, sealedFor(n.TenantID, id, nil), func(v sealed) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO secrets (id, tenant_id, sealed, key_id) VALUES ($1, $2, $3, $4)`,
+				id, n.TenantID, v.data, v.keyID); err != nil {
+				return err
+			}
+			var err error
+			out, err = createNode(ctx, tx, n)
+			return err
+		})
+	})
+	return out, dbError(op, err)
+}
+
+// CreateSecret seals value under the current secrets key and returns its
+// id; the reference is secret://<tenant>/<id>.
+func (s *Store) CreateSecret(ctx context.Context, tenantID string, value []byte) (string, error) {
+	id := ids.New("sec")
+	err := s.writeSealed(ctx, value, sealedFor(tenantID, id, nil), func(v sealed) error {
+		_, err := s.pool.Exec(ctx, `INSERT INTO secrets (id, tenant_id, sealed, key_id) VALUES ($1, $2, $3, $4)`, id, tenantID, v.data, v.keyID)
 		return err
 	})
-	return out, err
+	return id, dbError("store.CreateSecret", err)
+}
+
+// OpenSecret returns the tenant's secret in clear; key is its id or, for a
+// named secret, its name.
+func (s *Store) OpenSecret(ctx context.Context, tenantID, key string) ([]byte, error) {
+	var id string
+	var name, keyID *string
+	var v sealed
+	err := s.pool.QueryRow(ctx, `SELECT id, name, key_id, sealed FROM secrets WHERE tenant_id = $1 AND (id = $2 OR name = $2)`,
+		tenantID, key).Scan(&id, &name, &keyID, &v.data)
+	if isNoRows(err) {
+		return nil, notFound("secret", key).WithOp("store.OpenSecret")
+	}
+	if err != nil {
+		return nil, dbError("store.OpenSecret", err)
+	}
+	if keyID != nil {
+		v.keyID = *keyID
+	}
+	return s.openSealed(ctx, key, v, sealedFor(tenantID, id, name))
 }

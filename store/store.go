@@ -24,10 +24,12 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 
-	// secrets seals and opens secrets; made from the shared key on first use
-	// (the key never changes once written).
-	secretsMu sync.Mutex
-	secrets   cipher.AEAD
+	// kek wraps every data key (UseKeyEncryptionKey); aeads caches the
+	// unwrapped secrets keys by id (a key never changes once written).
+	keysMu sync.Mutex
+	kek    cipher.AEAD
+	kekID  string
+	aeads  map[string]cipher.AEAD
 }
 
 // Open connects to the database at url (a postgres:// URL or key=value DSN) and

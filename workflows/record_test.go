@@ -24,7 +24,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
-	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/demo"
 	wf "github.com/better-compute/better-compute/workflows"
 )
@@ -51,14 +50,11 @@ func TestRecordHistories(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Loop = %v", err)
 	}
-	key, err := d.CP.Store().CodecKey(ctx)
+	ring, err := d.CP.Keyring(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := codec.New(key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := ring.Codec("")
 	runs, err := d.API.Workflows.List(ctx, connect.NewRequest(&v1.ListWorkflowsRequest{NodeId: id}))
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func main() {
 // app is the CLI with the commands that are not API calls, --version and
 // shell completion.
 func app(stdout, stderr io.Writer) *cli.App {
-	a := bccli.App(stdout, stderr, serveCommand(), pkiCommand(), demoCommand(), completionCommand())
+	a := bccli.App(stdout, stderr, serveCommand(), pkiCommand(), keysCommand(), demoCommand(), completionCommand())
 	a.Version, a.HideVersion = buildinfo.Read().String(), false
 	a.EnableBashCompletion = true
 	return a
@@ -45,7 +45,7 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the control plane (embedded Temporal and PostgreSQL unless told otherwise)",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			dataDirFlag(),
 			&cli.StringFlag{Name: "database-url", EnvVars: []string{"BETTER_COMPUTE_DATABASE_URL"}, Usage: "external PostgreSQL (default: a private cluster in the data dir)"},
 			&cli.StringFlag{Name: "temporal-address", Usage: "external Temporal frontend host:port (default: an embedded server)"},
@@ -65,7 +65,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-level", Value: "info"},
 			logflag.Format(),
 			&cli.StringFlag{Name: "temporal-log-level", Value: "warn", Usage: "the embedded Temporal server's own logs from this level (within --log-level)"},
-		},
+		}, tlsFlags()...),
 		Action: func(c *cli.Context) error {
 			log := logflag.Logger(c)
 			tp, stop, err := tracing.Start(c.Context, tracing.FromEnv(os.Getenv, "better-compute"))
@@ -79,6 +79,7 @@ func serveCommand() *cli.Command {
 				TemporalListen: c.String("temporal-listen"), Listen: c.String("listen"), UIListen: c.String("ui-listen"),
 				TemporalTLS: c.Bool("temporal-tls"), TemporalServerName: c.String("temporal-server-name"),
 				AgentsListen: c.String("agents-listen"), MetricsListen: c.String("metrics-listen"), ConfigFile: c.String("config"), PKIDir: c.String("pki-dir"),
+				KeyFile: c.String("key-file"), KeyTransit: c.String("key-transit"), TLSCert: c.String("tls-cert"), TLSKey: c.String("tls-key"),
 				Only: c.String("only"), Logger: log, Tracer: tp,
 				UIHosts: c.StringSlice("ui-host"), UIWriteActions: c.Bool("ui-write-actions"),
 				TemporalLogLevel: logflag.ParseLevel(c.String("temporal-log-level"), slog.LevelWarn),

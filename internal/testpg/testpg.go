@@ -59,7 +59,8 @@ func Main(m *testing.M) int {
 	return m.Run()
 }
 
-// New returns a store on a fresh database with the schema migrated. The store is
+// New returns a store on a fresh database with the schema migrated and a
+// random key-encryption key (as serve's key file gives it). The store is
 // closed and the database dropped when the test ends.
 func New(t testing.TB) *store.Store {
 	t.Helper()
@@ -67,7 +68,17 @@ func New(t testing.TB) *store.Store {
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate() = %v", err)
 	}
+	if err := s.UseKeyEncryptionKey(t.Context(), NewKey()); err != nil {
+		t.Fatalf("UseKeyEncryptionKey() = %v", err)
+	}
 	return s
+}
+
+// NewKey returns a random 32-byte key (a key file's content).
+func NewKey() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return k
 }
 
 // Open opens a store on url and closes it when the test ends.

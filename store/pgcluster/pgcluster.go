@@ -46,6 +46,7 @@ type Cluster struct {
 	logger    *slog.Logger
 	socketDir string
 	ephemeral bool
+	adopted   bool
 
 	mu      sync.Mutex
 	stopped bool
@@ -112,7 +113,7 @@ func start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if pf, err = c.waitReady(ctx); err != nil {
 			return nil, err
 		}
-		c.socketDir = pf.socketDir
+		c.socketDir, c.adopted = pf.socketDir, true
 		c.logger.Info("adopted running postgres", "dir", dir, "pid", pf.pid)
 		return c, nil
 	}
@@ -252,6 +253,10 @@ func (c *Cluster) writeSettings() error {
 }
 
 func (c *Cluster) logPath() string { return filepath.Join(c.dir, logFile) }
+
+// Adopted reports whether the server was running before Start (another
+// process's, such as serve's while an admin command runs beside it).
+func (c *Cluster) Adopted() bool { return c.adopted }
 
 // Dir returns the cluster's data directory.
 func (c *Cluster) Dir() string { return c.dir }

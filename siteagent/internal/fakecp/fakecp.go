@@ -43,6 +43,9 @@ type CP struct {
 	// Renew fail UNAVAILABLE.
 	RenewTTL    time.Duration
 	RefuseRenew atomic.Bool
+	// RenewCodecKey is the payload key a renewal answers with (the
+	// tenant's current one, as after a rotation); none when nil.
+	RenewCodecKey atomic.Pointer[[]byte]
 	// Secrets are the values SecretsService resolves, by reference.
 	Secrets map[string]map[string]string
 	// Discoveries are the PXE discoveries site agents reported.
@@ -143,6 +146,9 @@ func (cp *CP) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) 
 	}
 	pub := pki.PublicKeyOf(st.PeerCertificates[0])
 	resp := &v1.JoinResponse{CaPem: cp.CA.CertPEM(), SiteId: cp.SiteID, TenantId: "tnt_root", Identity: cp.SiteID}
+	if k := cp.RenewCodecKey.Load(); k != nil {
+		resp.CodecKey = *k
+	}
 	resp.CertPem, err = cp.CA.Issue(pub, pki.RoleSite, cp.SiteID, cp.RenewTTL)
 	if err == nil && len(req.Msg.GetServeHosts()) > 0 {
 		resp.ServingCertPem, err = cp.CA.IssueServer(pub, pki.RoleSite, cp.SiteID, req.Msg.GetServeHosts(), cp.RenewTTL)
