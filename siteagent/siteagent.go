@@ -79,6 +79,9 @@ type Config struct {
 	// BMCNetworks, when set, are the only networks the agent reaches BMCs
 	// in (bcd site --bmc-network): no credential goes to another address.
 	BMCNetworks []netip.Prefix
+	// BMCGate holds the knobs of the per-BMC circuit breaker (bcd site
+	// --bmc-breaker-*); zero fields take the defaults.
+	BMCGate site.BMCGateConfig
 	// DisableWorker skips the Temporal worker: tests and emulation drive
 	// Agent.Activities directly.
 	DisableWorker bool
@@ -285,7 +288,7 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	}
 	a.attempts = site.NewAttemptsClient(cp, a.cfg.ControlPlaneURL)
 	a.acts = &site.Activities{
-		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv, AllowEnv: a.cfg.AllowEnv, BMCNetworks: a.cfg.BMCNetworks,
+		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv, AllowEnv: a.cfg.AllowEnv, BMCNetworks: a.cfg.BMCNetworks, BMCs: site.NewBMCGate(a.cfg.BMCGate),
 		Boot: a.boot, Cache: a.cache, Relay: a.relay, BootStall: a.cfg.BootStall, Logger: a.log,
 	}
 	return nil

@@ -289,3 +289,15 @@ func (a *Activities) gated(ctx context.Context, addr bmc.Address, fn func(bmc.Dr
 		return a.bmcGate().Do(ctx, host, func() error { return fn(d) })
 	}
 }
+
+// ParseBMCGate checks bcd site's breaker flags: INVALID_INPUT naming the
+// flag for a count below 1 or a cool-down that is not positive.
+func ParseBMCGate(failures int, coolDown time.Duration) (BMCGateConfig, error) {
+	if failures < 1 {
+		return BMCGateConfig{}, errs.Invalid("bmc-breaker-failures", "%d: give at least 1", failures)
+	}
+	if coolDown <= 0 {
+		return BMCGateConfig{}, errs.Invalid("bmc-breaker-cooldown", "%v: give a positive duration, e.g. 30s", coolDown)
+	}
+	return BMCGateConfig{Failures: failures, CoolDown: coolDown}, nil
+}

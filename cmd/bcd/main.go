@@ -82,10 +82,18 @@ func app() *cli.App {
 						Usage: "an env:// credentials variable to read besides BCD_SECRET_* (repeatable; the API accepts only BCD_SECRET_* at enroll, so this serves nodes enrolled before that rule)"},
 					&cli.StringSliceFlag{Name: "bmc-network",
 						Usage: "a network (CIDR) the site's BMCs are in (repeatable); when given, a BMC address outside every one gets no credentials and its command fails PERMISSION_DENIED"},
+					&cli.IntFlag{Name: "bmc-breaker-failures", Value: site.DefaultBreakerFailures,
+						Usage: "transport failures in a row (no answer, a timeout, an HTTP 5xx) that open a BMC's circuit breaker: its commands then fail at once until the cool-down ends"},
+					&cli.DurationFlag{Name: "bmc-breaker-cooldown", Value: site.DefaultBreakerCoolDown,
+						Usage: "how long a BMC's open breaker fails its commands before one probe"},
 					logLevel, logFormat,
 				},
 				Action: func(c *cli.Context) error {
 					bmcNets, err := site.ParseBMCNetworks(c.StringSlice("bmc-network"))
+					if err != nil {
+						return err
+					}
+					gate, err := site.ParseBMCGate(c.Int("bmc-breaker-failures"), c.Duration("bmc-breaker-cooldown"))
 					if err != nil {
 						return err
 					}
@@ -101,7 +109,7 @@ func app() *cli.App {
 						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"), BootStall: c.Duration("boot-stall"),
 						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
 							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
-						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), BMCNetworks: bmcNets, Drivers: drivers(), Logger: log, Tracer: tp})
+						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), BMCNetworks: bmcNets, BMCGate: gate, Drivers: drivers(), Logger: log, Tracer: tp})
 				},
 			},
 			{
