@@ -38,7 +38,7 @@ type frontendTLS struct {
 }
 
 // loadTLS reads t and checks that its certificate is a control-plane
-// identity, whose trust domain becomes the one claims are read from.
+// identity of the CA's trust domain, the one claims are read from.
 func loadTLS(t TLS, host string) (*frontendTLS, error) {
 	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
 	if err != nil {
@@ -52,11 +52,11 @@ func loadTLS(t TLS, host string) (*frontendTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	leaf := cert.Leaf
-	if len(leaf.URIs) != 1 {
-		return nil, errs.Invalid("temporal.tls.certFile", "%s carries no single SPIFFE ID", t.CertFile)
+	td, err := pki.TrustDomainOfPEM(caPEM)
+	if err != nil {
+		return nil, errs.Wrap(errs.InvalidInput, err, "%s is not the project's CA", t.CAFile)
 	}
-	td := leaf.URIs[0].Host
+	leaf := cert.Leaf
 	if role, _, err := pki.Identify(leaf, td); err != nil || role != pki.RoleControlPlane {
 		return nil, errs.Invalid("temporal.tls.certFile", "%s is not a control-plane certificate", t.CertFile)
 	}
