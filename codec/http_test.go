@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/better-compute/better-compute/errs"
 )
 
 const uiOrigin = "http://127.0.0.1:8233"
@@ -89,5 +92,60 @@ func TestHTTPHandlerCORS(t *testing.T) {
 				t.Errorf("OPTIONS from %q Allow-Origin = %q, want %q", tt.origin, got, tt.wantAllow)
 			}
 		})
+	}
+}
+
+// keySource is a Source holding keys by id, like the control plane's store.
+type keySource map[string]Key
+
+func (s keySource) CurrentKey(_ context.Context, tenant string) (Key, error) {
+	for _, k := range s {
+		if k.Tenant == tenant {
+			return k, nil
+		}
+	}
+	return Key{}, errs.New(errs.NotFound, "no key of tenant %q", tenant)
+}
+
+func (s keySource) KeyByID(_ context.Context, id string) (Key, error) {
+	if k, ok := s[id]; ok {
+		return k, nil
+	}
+	return Key{}, errs.New(errs.NotFound, "no key %s", id)
+}
+
+// TestKeyringPayloadTenant: the codec endpoint learns a payload's tenant
+// from its key, including a key made after the ring (a new tenant's).
+func TestKeyringPayloadTenant(t *testing.T) {
+	t.Parallel()
+	own, tb := newKey(t), newKey(t)
+	src := keySource{KeyID(tb): {ID: KeyID(tb), Tenant: "tb", Key: tb}, KeyID(own): {ID: KeyID(own), Key: own}}
+	ring, err := NewKeyring(src, Key{ID: KeyID(own), Key: own})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := []*commonpb.Payload{{Data: []byte(`"x"`)}}
+	// A site of tb encrypted it; this ring has not met tb's key yet.
+	fromTB, err := newCodec(t, tb).Encode(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromOwn, err := ring.Codec("").Encode(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := &commonpb.Payload{Metadata: map[string][]byte{MetadataKeyID: []byte("0123456789abcdef")}}
+	for _, tc := range []struct {
+		name string
+		p    *commonpb.Payload
+		want string
+	}{
+		{"tenant tb's key, learnt from the source", fromTB[0], "tb"},
+		{"the control plane's own key", fromOwn[0], ""},
+		{"a key no one holds", stranger, ""},
+	} {
+		if got := ring.PayloadTenant(tc.p); got != tc.want {
+			t.Errorf("PayloadTenant(%s) = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -153,16 +154,18 @@ func (r *Keyring) decryptKey(id string) (cipher.AEAD, error) {
 		"payload was encrypted with key %q, which this process does not hold: it is another tenant's, or the key file or join is not the one that wrote the history", id)
 }
 
-// Tenants maps the id of every key the keyring holds to its tenant (for
-// the codec endpoint's check of who may see a payload).
-func (r *Keyring) Tenants() map[string]string {
+// PayloadTenant is the codec endpoint's PayloadTenant: the tenant of the
+// key that encrypted p, a key made after this ring was (a new tenant's, a
+// rotation's) learnt from the Source; "" for the control plane's own key
+// and for a key no one holds.
+func (r *Keyring) PayloadTenant(p *commonpb.Payload) string {
+	id := string(p.GetMetadata()[MetadataKeyID])
+	if _, err := r.decryptKey(id); err != nil {
+		return ""
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]string, len(r.byID))
-	for id, k := range r.byID {
-		out[id] = k.tenant
-	}
-	return out
+	return r.byID[id].tenant
 }
 
 // Codec returns the payload codec that encrypts with tenant's key and

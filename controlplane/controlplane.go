@@ -146,7 +146,7 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cp.newGate(key.Codec("").HTTPHandler(), codec.KeyTenants(key.Tenants())); err != nil {
+	if err := cp.newGate(key.Codec("").HTTPHandler(), key.PayloadTenant); err != nil {
 		return nil, err
 	}
 	if cp.ca, err = loadCA(cfg.PKIDir); err != nil {
