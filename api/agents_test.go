@@ -140,7 +140,7 @@ func TestJoinSiteOnceThenReport(t *testing.T) {
 	if err != nil || len(cmds) != 1 || cmds[0].Attempt != 3 {
 		t.Errorf("commands after ReportAttempt(3) = %+v, %v; want attempt 3", cmds, err)
 	}
-	if err := a.store.FinishCommand(ctx, "wf", "run", "01.power.setPower", store.CommandSucceeded, 1, "", ""); err != nil {
+	if _, err := a.store.FinishCommand(ctx, "wf", "run", "01.power.setPower", store.CommandSucceeded, 1, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	if cmds, _ := a.store.ListCommands(ctx, "root", "node_x"); cmds[0].Attempt != 3 || cmds[0].Status != "succeeded" {

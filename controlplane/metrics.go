@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/metrics"
 )
@@ -14,22 +16,59 @@ import (
 // DefaultMetricsListen is where serve exports /metrics unless told otherwise.
 const DefaultMetricsListen = "127.0.0.1:9090"
 
-// nodeStates counts every tenant's nodes per state: one read-only query a
+// storeCounts reads what the metrics show of the store, across tenants:
+// nodes per state and pool, and join tokens. Two read-only queries a
 // scrape.
-func (cp *ControlPlane) nodeStates(ctx context.Context) (map[string]int, error) {
-	rows, err := cp.store.Pool().Query(ctx, "SELECT state, count(*) FROM metal_nodes GROUP BY state")
+func (cp *ControlPlane) storeCounts(ctx context.Context) (metrics.Counts, error) {
+	nodes, err := cp.nodeCounts(ctx)
+	if err != nil {
+		return metrics.Counts{}, err
+	}
+	tokens, err := cp.tokenCounts(ctx)
+	return metrics.Counts{Nodes: nodes, Tokens: tokens}, err
+}
+
+func (cp *ControlPlane) nodeCounts(ctx context.Context) (map[metrics.NodeGroup]int, error) {
+	rows, err := cp.store.Pool().Query(ctx, "SELECT state, pool_id, count(*) FROM metal_nodes GROUP BY state, pool_id")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]int{}
+	out := map[metrics.NodeGroup]int{}
 	for rows.Next() {
-		var state string
+		var g metrics.NodeGroup
 		var n int
-		if err := rows.Scan(&state, &n); err != nil {
+		if err := rows.Scan(&g.State, &g.Pool, &n); err != nil {
 			return nil, err
 		}
-		out[state] = n
+		out[g] = n
+	}
+	return out, rows.Err()
+}
+
+// tokenCounts counts site tokens beside the nodes' discovery and
+// provisioned tokens: issued, used and expired. A token is used when a
+// certificate was issued on it (revoking a node also marks its unused
+// tokens used in the store, and those admitted nobody).
+func (cp *ControlPlane) tokenCounts(ctx context.Context) (map[string]metrics.TokenCount, error) {
+	rows, err := cp.store.Pool().Query(ctx, `
+		SELECT t.kind, count(*), count(c.token_id), count(*) FILTER (WHERE t.used_at IS NULL AND t.expires_at <= now())
+		FROM (SELECT 'site' AS kind, id, used_at, expires_at FROM site_tokens
+			UNION ALL SELECT kind, id, used_at, expires_at FROM join_tokens) t
+		LEFT JOIN (SELECT DISTINCT token_id FROM certificates) c ON c.token_id = t.id
+		GROUP BY t.kind`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]metrics.TokenCount{}
+	for rows.Next() {
+		var kind string
+		var t metrics.TokenCount
+		if err := rows.Scan(&kind, &t.Issued, &t.Used, &t.Expired); err != nil {
+			return nil, err
+		}
+		out[kind] = t
 	}
 	return out, rows.Err()
 }
@@ -37,7 +76,7 @@ func (cp *ControlPlane) nodeStates(ctx context.Context) (map[string]int, error) 
 // startMetrics serves /metrics on cfg.MetricsListen unless it is "" or
 // "off"; the registry exists either way, so the counters are always counted.
 func (cp *ControlPlane) startMetrics() error {
-	cp.metrics = metrics.NewControlPlane(cp.nodeStates, cp.log)
+	cp.metrics = metrics.NewControlPlane(cp.storeCounts, cp.log)
 	if cp.cfg.MetricsListen == "" || cp.cfg.MetricsListen == "off" {
 		return nil
 	}
@@ -64,6 +103,14 @@ func (cp *ControlPlane) stopMetrics() {
 		cancel()
 		cp.metricsSrv = nil
 	}
+}
+
+// temporalServerMetrics is the registry the embedded Temporal server
+// records its own metrics into, served on the control plane's /metrics.
+func (cp *ControlPlane) temporalServerMetrics() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	cp.metrics.Include(reg)
+	return reg
 }
 
 // MetricsURL is where /metrics is served ("" when off).

@@ -52,7 +52,7 @@ func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) e
 		return err
 	}
 	c, err := dial(ctx, client.Options{HostPort: addr, Namespace: cp.cfg.TemporalNamespace, Interceptors: traced,
-		ConnectionOptions: client.ConnectionOptions{TLS: tc}}, key, cp.log)
+		ConnectionOptions: client.ConnectionOptions{TLS: tc}, MetricsHandler: cp.metrics.Temporal()}, key, cp.log)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
 	srv, err := tserver.Start(ctx, tserver.Config{DataDir: cp.cfg.DataDir, Namespace: cp.cfg.TemporalNamespace,
 		Host: host, FrontendPort: port, UIPort: uiPort, CodecEndpoint: webui.CodecPath, TLS: tlsCfg,
 		UIGate: cp.gate.Wrap, UIWriteActions: cp.cfg.UIWriteActions,
-		Logger: cp.cfg.TemporalLogger, LogLevel: cp.cfg.TemporalLogLevel})
+		Logger: cp.cfg.TemporalLogger, LogLevel: cp.cfg.TemporalLogLevel, Metrics: cp.temporalServerMetrics()})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ package demo_test
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/kinds"
 	wf "github.com/better-compute/better-compute/workflows"
 )
@@ -73,8 +75,140 @@ func TestMetricsAfterLoop(t *testing.T) {
 		t.Errorf("better_compute_commands_total, against commands list (-want +got):\n%s", diff)
 	}
 
+	checkCommandDurations(t, cp, cmds)
+	checkStore(t, d, cp, machines)
+	checkWiped(t, d, cp, nodes, cmds)
+
 	site := scrapeHandler(t, d.Agent.Metrics().Handler())
 	checkSite(t, site, 3*machines, wantCommands[kinds.CacheEnsureImage+" succeeded"], wantRelayed)
+	checkBMC(t, d, site, nodes, cmds)
+	if got, want := samples(site, "better_compute_image_written_bytes_total")[""],
+		wantCommands[kinds.DeployImage+" succeeded"]*float64(d.Image.Raw); got != want {
+		t.Errorf("better_compute_image_written_bytes_total = %v, want %v (each succeeded %s wrote the %d-byte image)",
+			got, want, kinds.DeployImage, d.Image.Raw)
+	}
+	checkTemporal(t, cp, site)
+}
+
+// checkCommandDurations: one duration per command of each kind, summing to
+// what `commands list` shows (its durations are whole milliseconds).
+func checkCommandDurations(t *testing.T, cp map[string]*dto.MetricFamily, cmds []*v1.Command) {
+	t.Helper()
+	wantCount, wantSum := map[string]uint64{}, map[string]float64{}
+	for _, c := range cmds {
+		wantCount[c.Kind]++
+		wantSum[c.Kind] += float64(c.DurationMs) / 1000
+	}
+	for _, m := range cp["better_compute_command_duration_seconds"].GetMetric() {
+		kind := label(m, "kind")
+		h := m.GetHistogram()
+		if h.GetSampleCount() != wantCount[kind] || math.Abs(h.GetSampleSum()-wantSum[kind]) > 0.001*float64(wantCount[kind]) {
+			t.Errorf("better_compute_command_duration_seconds{kind=%q} = %d samples, %.3fs; want %d, %.3fs",
+				kind, h.GetSampleCount(), h.GetSampleSum(), wantCount[kind], wantSum[kind])
+		}
+		delete(wantCount, kind)
+	}
+	if len(wantCount) > 0 {
+		t.Errorf("better_compute_command_duration_seconds lacks kinds %v", wantCount)
+	}
+}
+
+// checkStore: the families read from the store at the scrape: every
+// machine ready in the demo's pool, one site token issued and used, one
+// discovery token a ramdisk boot (3 a machine), all used, none expired.
+func checkStore(t *testing.T, d *demo.Demo, cp map[string]*dto.MetricFamily, machines float64) {
+	t.Helper()
+	if diff := cmp.Diff(map[string]float64{"ready " + d.PoolID: machines},
+		samples(cp, "better_compute_nodes", "state", "pool")); diff != "" {
+		t.Errorf("better_compute_nodes (-want +got):\n%s", diff)
+	}
+	want := map[string]float64{"site": 1, "disc": 3 * machines}
+	for _, name := range []string{"better_compute_join_tokens_issued_total", "better_compute_join_tokens_used_total"} {
+		if diff := cmp.Diff(want, samples(cp, name, "kind")); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", name, diff)
+		}
+	}
+	if diff := cmp.Diff(map[string]float64{"site": 0, "disc": 0},
+		samples(cp, "better_compute_join_tokens_expired", "kind")); diff != "" {
+		t.Errorf("better_compute_join_tokens_expired (-want +got):\n%s", diff)
+	}
+}
+
+// checkWiped: each succeeded disk.wipe verified every disk of its machine
+// whole (a quick wipe reads it all back), counted by mode.
+func checkWiped(t *testing.T, d *demo.Demo, cp map[string]*dto.MetricFamily, nodes map[string]string, cmds []*v1.Command) {
+	t.Helper()
+	var want float64
+	for _, id := range nodes {
+		var disks float64
+		for _, x := range node(t, d, id).GetInventory().GetFields()["disks"].GetListValue().GetValues() {
+			disks += x.GetStructValue().GetFields()["sizeBytes"].GetNumberValue()
+		}
+		for _, c := range cmds {
+			if c.NodeId == id && c.Kind == kinds.DiskWipe && c.Status == kinds.CommandSucceeded {
+				want += disks
+			}
+		}
+	}
+	if got := samples(cp, "better_compute_wiped_bytes_total", "mode"); want == 0 || !cmp.Equal(got, map[string]float64{"quick": want}) {
+		t.Errorf("better_compute_wiped_bytes_total = %v, want quick %v (the disks of each succeeded %s)", got, want, kinds.DiskWipe)
+	}
+}
+
+// checkBMC: a BMC call per attempt of each BMC command, under the driver
+// of its machine, all ok, each with its duration.
+func checkBMC(t *testing.T, d *demo.Demo, site map[string]*dto.MetricFamily, nodes map[string]string, cmds []*v1.Command) {
+	t.Helper()
+	driver := map[string]string{}
+	for _, id := range nodes {
+		driver[id] = node(t, d, id).GetBmcDriver()
+	}
+	want := map[string]float64{}
+	for _, c := range cmds {
+		switch c.Kind {
+		case kinds.PowerSetPower, kinds.ManagementSetBootDevice, kinds.BMCInspect:
+			want[driver[c.NodeId]+" "+c.Kind+" ok"] += float64(c.Attempt)
+		}
+	}
+	if diff := cmp.Diff(want, samples(site, "better_compute_bmc_calls_total", "driver", "call", "outcome")); diff != "" || len(want) == 0 {
+		t.Errorf("better_compute_bmc_calls_total, against commands list's BMC commands (-want +got):\n%s", diff)
+	}
+	var calls, timed float64
+	for _, n := range want {
+		calls += n
+	}
+	for _, m := range site["better_compute_bmc_call_duration_seconds"].GetMetric() {
+		timed += float64(m.GetHistogram().GetSampleCount())
+	}
+	if timed != calls {
+		t.Errorf("better_compute_bmc_call_duration_seconds counts %v calls, want %v", timed, calls)
+	}
+}
+
+// checkTemporal: the Temporal SDK's metrics of the control plane's client
+// and worker and of the site's, and the embedded server's own, each with
+// requests counted.
+func checkTemporal(t *testing.T, cp, site map[string]*dto.MetricFamily) {
+	t.Helper()
+	for _, c := range []struct {
+		where string
+		fams  map[string]*dto.MetricFamily
+		name  string
+	}{
+		{"control plane", cp, "temporal_request_total"},
+		{"control plane", cp, "temporal_workflow_completed_total"},
+		{"site", site, "temporal_request_total"},
+		{"site", site, "temporal_activity_execution_latency_seconds"},
+		{"control plane (server)", cp, "service_requests_total"},
+	} {
+		var n float64
+		for _, m := range c.fams[c.name].GetMetric() {
+			n += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+		if n <= 0 {
+			t.Errorf("%s: %s = %v, want some", c.where, c.name, n)
+		}
+	}
 }
 
 // checkSite checks the site agent's families: each of the boots ramdisk
@@ -127,7 +261,7 @@ func samples(fams map[string]*dto.MetricFamily, name string, labels ...string) m
 			}
 			key += label(m, l)
 		}
-		out[key] += m.GetCounter().GetValue()
+		out[key] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 	}
 	return out
 }

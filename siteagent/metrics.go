@@ -23,13 +23,16 @@ func listenMetrics(addr string) (net.Listener, error) {
 }
 
 // countInto has the agent's parts count into m: the boot table's
-// milestones, the image cache and the relayed commands (proxy DHCP counts
-// from its Config, set before it is bound).
+// milestones, the image cache, the relayed commands, the BMC calls and the
+// image bytes written (proxy DHCP counts from its Config, set before it is
+// bound; the Temporal client records into m.Temporal()).
 func (a *Agent) countInto(m *metrics.Site) {
 	a.metrics = m
 	a.boot.CountMilestones(m.Milestone)
 	a.cache.Count = m.CacheLookup
 	a.acts.Relayed = m.RelayedCommand
+	a.acts.BMCCalls = m.BMCCall
+	a.acts.ImageWrote = m.ImageWrote
 }
 
 // serveMetrics serves /metrics on ln, when there is one.

@@ -106,6 +106,7 @@ func (a *Agent) startWorker() error {
 		FailureConverter: codec.NewFailureConverter(dc),
 		Logger:           tlog.NewStructuredLogger(a.log.With("component", "temporal")),
 		Identity:         workerIdentity(a.id),
+		MetricsHandler:   a.metrics.Temporal(),
 	}
 	tc, err := a.temporalTLS()
 	if err != nil {

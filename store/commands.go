@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,12 +70,19 @@ func (s *Store) StartCommand(ctx context.Context, c Command) error {
 		c.Step, c.WorkflowID, c.RunID, kind, status).WithOp(op)
 }
 
-// FinishCommand records a command's outcome and the attempts it took.
-func (s *Store) FinishCommand(ctx context.Context, workflowID, runID, step, status string, attempt int, errKind, errMsg string) error {
-	_, err := s.pool.Exec(ctx, `
+// FinishCommand records a command's outcome and the attempts it took, and
+// returns how long it took from its start (zero for a step never started).
+func (s *Store) FinishCommand(ctx context.Context, workflowID, runID, step, status string, attempt int, errKind, errMsg string) (time.Duration, error) {
+	var secs float64
+	err := s.pool.QueryRow(ctx, `
 		UPDATE commands SET status = $4, attempt = GREATEST(attempt, $5, 1), error_kind = $6, error = $7, finished_at = now()
-		WHERE workflow_id = $1 AND run_id = $2 AND step = $3`, workflowID, runID, step, status, attempt, errKind, errMsg)
-	return dbError("store.FinishCommand", err)
+		WHERE workflow_id = $1 AND run_id = $2 AND step = $3
+		RETURNING EXTRACT(EPOCH FROM finished_at - started_at)::float8`,
+		workflowID, runID, step, status, attempt, errKind, errMsg).Scan(&secs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return time.Duration(secs * float64(time.Second)), dbError("store.FinishCommand", err)
 }
 
 // RecordAttempt records that the site agent of siteID runs a step's

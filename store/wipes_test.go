@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
@@ -198,8 +199,15 @@ func TestStartCommandTwice(t *testing.T) {
 	if err := s.StartCommand(ctx, again); err != nil {
 		t.Errorf("StartCommand(the same start while sent) = %v, want nil", err)
 	}
-	if err := s.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, store.CommandSucceeded, 1, "", ""); err != nil {
+	took, err := s.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, store.CommandSucceeded, 1, "", "")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if took <= 0 || took > time.Minute {
+		t.Errorf("FinishCommand(%s) took %v, want the time since StartCommand", c.Step, took)
+	}
+	if took, err := s.FinishCommand(ctx, c.WorkflowID, c.RunID, "99.never", store.CommandSucceeded, 1, "", ""); took != 0 || err != nil {
+		t.Errorf("FinishCommand(a step never started) = %v, %v; want 0, nil", took, err)
 	}
 	wantKind(t, "StartCommand(a finished step again)", s.StartCommand(ctx, again), errs.AlreadyExists)
 	other := again

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/server/common/authorization"
@@ -63,6 +64,9 @@ type Config struct {
 	// LogLevel is the least level of the server's own logs that Logger
 	// gets; nil means warn (the server logs a great deal at info).
 	LogLevel slog.Leveler
+	// Metrics, when set, gets the server's own metrics (see metricsOption);
+	// nil records none.
+	Metrics prometheus.Registerer
 }
 
 // Server is a running embedded Temporal server.
@@ -222,6 +226,13 @@ func (s *Server) startTemporal(cfg Config, sc *config.SQL, p ports) (err error) 
 		}),
 		temporal.WithLogger(slogLogger{log: cfg.Logger, min: s.logLevel}),
 		temporal.WithDynamicConfigClient(dynamicConfig()),
+	}
+	if cfg.Metrics != nil {
+		mo, err := metricsOption(cfg.Metrics)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, mo)
 	}
 	if s.tls != nil {
 		opts = append(opts,

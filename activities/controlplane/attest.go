@@ -92,7 +92,13 @@ func (a *Activities) verifyWipe(ctx context.Context, in wf.VerifyWipeInput) (wf.
 	// Recorded for this run: the one thing its move into ready may consume.
 	err = a.Store.RecordWipe(ctx, store.WipeRecord{TenantID: in.TenantID, NodeID: in.NodeID, WorkflowID: in.WorkflowID,
 		RunID: in.RunID, Mode: out.Mode, Disks: out.Disks, Signer: out.Signer})
-	return out, err
+	if err != nil {
+		return wf.WipeAttestation{}, err
+	}
+	for _, x := range atts {
+		a.Metrics.WipeVerified(x.Mode, x.BytesVerified)
+	}
+	return out, nil
 }
 
 // modesOf names the modes the disks were wiped in, e.g. "crypto-erase" or

@@ -31,7 +31,8 @@ type Activities struct {
 	Store *store.Store
 	CA    *pki.CA // nil until `better-compute pki init`: wipes cannot be verified
 	Now   func() time.Time
-	// Metrics counts commands finished; nil counts nothing.
+	// Metrics counts commands finished and wipes verified; nil counts
+	// nothing.
 	Metrics *metrics.ControlPlane
 }
 
@@ -151,10 +152,10 @@ func (a *Activities) StartCommand(ctx context.Context, c wf.CommandRecord) error
 
 // FinishCommand records a command's outcome.
 func (a *Activities) FinishCommand(ctx context.Context, c wf.CommandRecord) error {
-	if err := a.Store.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1),
-		c.ErrorKind, c.Error); err != nil {
+	took, err := a.Store.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1), c.ErrorKind, c.Error)
+	if err != nil {
 		return errs.ToTemporal(err)
 	}
-	a.Metrics.CommandFinished(c.Kind, c.Status)
+	a.Metrics.CommandFinished(c.Kind, c.Status, took)
 	return nil
 }

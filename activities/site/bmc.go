@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"time"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
@@ -78,12 +79,33 @@ func (a *Activities) withDriver(ctx context.Context, op string, t kinds.BMCTarge
 		return withOp(err, op)
 	}
 	creds.TLS = t.TLS
+	start := time.Now()
+	err = a.callBMC(ctx, factory, addr, creds, fn)
+	a.countBMC(addr.Driver, op, err, time.Since(start))
+	return withOp(err, op)
+}
+
+// callBMC opens the driver, runs fn and closes the driver: one BMC call,
+// as the metrics count it.
+func (a *Activities) callBMC(ctx context.Context, factory DriverFactory, addr bmc.Address, creds bmc.Credentials, fn func(bmc.Driver) error) error {
 	d, err := factory(ctx, addr, creds)
 	if err != nil {
-		return withOp(err, op)
+		return err
 	}
 	defer d.Close()
-	return withOp(fn(d), op)
+	return fn(d)
+}
+
+// countBMC counts a call to a BMC: outcome "ok" or its error's kind.
+func (a *Activities) countBMC(driver, call string, err error, took time.Duration) {
+	if a.BMCCalls == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = string(errs.KindOf(err))
+	}
+	a.BMCCalls(driver, call, outcome, took)
 }
 
 // withOp sets op on an errs.Error that has none.

@@ -111,7 +111,21 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 	}
 	a.log().InfoContext(ctx, "ramdisk command done", "node", cmd.NodeID, "kind", cmd.Kind, "command", cmd.ID)
 	outcome = "succeeded"
+	a.countWritten(cmd.Kind, res)
 	return res, nil
+}
+
+// countWritten counts the bytes a succeeded deploy.image result says it
+// wrote. The workflow checks the result; an undecodable one counts nothing
+// here.
+func (a *Activities) countWritten(kind string, res kinds.Result) {
+	if a.ImageWrote == nil || kind != kinds.DeployImage {
+		return
+	}
+	var out kinds.DeployImageOutput
+	if json.Unmarshal(res.Payload, &out) == nil {
+		a.ImageWrote(out.BytesWritten)
+	}
 }
 
 // countRelayed counts a relayed command's outcome (succeeded, failed,

@@ -89,7 +89,14 @@ type Activities struct {
 	// Relayed hears each relayed command's kind and outcome (succeeded,
 	// failed, stalled), for the metrics; nil counts nothing.
 	Relayed func(kind, outcome string)
-	Logger  *slog.Logger
+	// BMCCalls hears each call to a BMC (opening its driver, the call, and
+	// closing it): the driver, the command kind, "ok" or the error's kind,
+	// and how long it took; nil counts nothing.
+	BMCCalls func(driver, call, outcome string, took time.Duration)
+	// ImageWrote hears the bytes each succeeded deploy.image wrote; nil
+	// counts nothing.
+	ImageWrote func(bytes int64)
+	Logger     *slog.Logger
 }
 
 // DefaultBootStall leaves a server's firmware time to power on and POST.

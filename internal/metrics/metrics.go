@@ -5,34 +5,45 @@
 package metrics
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
 )
 
 // ControlPlane is the control plane's metrics.
 type ControlPlane struct {
-	reg          *prometheus.Registry
-	Commands     *prometheus.CounterVec   // kind, status
-	APIRequests  *prometheus.CounterVec   // method, code
-	Verbs        *prometheus.CounterVec   // verb, outcome
-	VerbDuration *prometheus.HistogramVec // verb
+	reg             *prometheus.Registry
+	more            []prometheus.Gatherer // served beside reg (the embedded Temporal server's)
+	sdk             *sdkMetrics
+	log             *slog.Logger
+	Commands        *prometheus.CounterVec   // kind, status
+	CommandDuration *prometheus.HistogramVec // kind
+	APIRequests     *prometheus.CounterVec   // method, code
+	Verbs           *prometheus.CounterVec   // verb, outcome
+	VerbDuration    *prometheus.HistogramVec // verb
+	WipedBytes      *prometheus.CounterVec   // mode
 }
 
-// NodeStates counts nodes per state, read on each scrape.
-type NodeStates func(ctx context.Context) (map[string]int, error)
-
-// NewControlPlane registers the control plane's families; nodes, when not
-// nil, is asked for the node counts on every scrape.
-func NewControlPlane(nodes NodeStates, log *slog.Logger) *ControlPlane {
+// NewControlPlane registers the control plane's families; counts, when not
+// nil, is asked for what the store holds (nodes, join tokens) on every
+// scrape.
+func NewControlPlane(counts StoreCounts, log *slog.Logger) *ControlPlane {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	m := &ControlPlane{
 		reg: prometheus.NewRegistry(),
+		sdk: newSDKMetrics(),
+		log: log,
 		Commands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_commands_total",
 			Help: "Commands finished, by kind and status (succeeded, failed, ...)."}, []string{"kind", "status"}),
+		CommandDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "better_compute_command_duration_seconds",
+			Help:    "How long a finished command took, from the command log's start to its finish (queueing and retries included).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 12)}, []string{"kind"}), // 10 ms to ~30 min
 		APIRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_api_requests_total",
 			Help: "API calls answered, by method and Connect code."}, []string{"method", "code"}),
 		Verbs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_verbs_total",
@@ -40,23 +51,45 @@ func NewControlPlane(nodes NodeStates, log *slog.Logger) *ControlPlane {
 		VerbDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "better_compute_verb_duration_seconds",
 			Help:    "How long a verb's workflow ran, from its start to its end (finished or failed).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14)}, []string{"verb"}), // 1s to ~2h15m
+		WipedBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_wiped_bytes_total",
+			Help: "Bytes of disk whose wipe a machine attested and the control plane verified, by wipe mode."}, []string{"mode"}),
 	}
-	m.reg.MustRegister(m.Commands, m.APIRequests, m.Verbs, m.VerbDuration)
-	if nodes != nil {
-		m.reg.MustRegister(&nodeCollector{nodes: nodes, log: log})
+	m.reg.MustRegister(m.Commands, m.CommandDuration, m.APIRequests, m.Verbs, m.VerbDuration, m.WipedBytes, m.sdk)
+	if counts != nil {
+		m.reg.MustRegister(&storeCollector{counts: counts, log: log})
 	}
 	return m
 }
 
-// Handler serves the registry in the Prometheus exposition formats.
+// Temporal is the handler the control plane's Temporal client records the
+// SDK's metrics with (client.Options.MetricsHandler).
+func (m *ControlPlane) Temporal() client.MetricsHandler { return sdkHandler{m: m.sdk} }
+
+// Include serves g's families beside the control plane's own (the embedded
+// Temporal server's registry). Call it before serving.
+func (m *ControlPlane) Include(g prometheus.Gatherer) { m.more = append(m.more, g) }
+
+// Handler serves the registry, and what Include added, in the Prometheus
+// exposition formats. A family that fails to gather is logged and left
+// out; the rest is served.
 func (m *ControlPlane) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(merged(append([]prometheus.Gatherer{m.reg}, m.more...)),
+		promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, ErrorLog: slog.NewLogLogger(m.log.Handler(), slog.LevelWarn)})
 }
 
-// CommandFinished counts a command's outcome. A nil m counts nothing.
-func (m *ControlPlane) CommandFinished(kind, status string) {
+// CommandFinished counts a command's outcome and how long it took. A nil m
+// counts nothing.
+func (m *ControlPlane) CommandFinished(kind, status string, took time.Duration) {
 	if m != nil {
 		m.Commands.WithLabelValues(kind, status).Inc()
+		m.CommandDuration.WithLabelValues(kind).Observe(took.Seconds())
+	}
+}
+
+// WipeVerified counts the bytes of a verified wipe. A nil m counts nothing.
+func (m *ControlPlane) WipeVerified(mode string, bytes int64) {
+	if m != nil {
+		m.WipedBytes.WithLabelValues(mode).Add(float64(bytes))
 	}
 }
 
@@ -86,28 +119,4 @@ func (m *ControlPlane) VerbEnded(verb string, err error, took time.Duration) {
 	}
 	m.Verbs.WithLabelValues(verb, outcome).Inc()
 	m.VerbDuration.WithLabelValues(verb).Observe(took.Seconds())
-}
-
-var nodesDesc = prometheus.NewDesc("better_compute_nodes", "Nodes per state, across tenants.", []string{"state"}, nil)
-
-// nodeCollector reads the node counts when scraped, so the gauge is the
-// store's truth and not a tally that drifts.
-type nodeCollector struct {
-	nodes NodeStates
-	log   *slog.Logger
-}
-
-func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- nodesDesc }
-
-func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	counts, err := c.nodes(ctx)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(nodesDesc, err)
-		return
-	}
-	for state, n := range counts {
-		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(n), state)
-	}
 }

@@ -2,9 +2,11 @@ package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
 )
 
 // Site is a site agent's metrics. Its methods count nothing on a nil Site.
@@ -15,6 +17,10 @@ type Site struct {
 	CacheLookups *prometheus.CounterVec // result
 	CacheBytes   prometheus.Counter
 	Relayed      *prometheus.CounterVec // kind, outcome
+	BMCCalls     *prometheus.CounterVec // driver, call, outcome
+	BMCDuration  *prometheus.HistogramVec
+	ImageWritten prometheus.Counter
+	sdk          *sdkMetrics
 }
 
 // NewSite registers the site agent's families.
@@ -34,9 +40,39 @@ func NewSite() *Site {
 		Relayed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_relayed_commands_total",
 			Help: "Commands relayed to ramdisks, by kind and outcome: succeeded, failed, stalled (the ramdisk's boot stalled)."},
 			[]string{"kind", "outcome"}),
+		BMCCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "better_compute_bmc_calls_total",
+			Help: "Calls to BMCs, by driver, call (the command kind) and outcome: ok or the error kind (DRIVER_ERROR, UNAUTHENTICATED, ...)."},
+			[]string{"driver", "call", "outcome"}),
+		BMCDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "better_compute_bmc_call_duration_seconds",
+			Help:    "How long a call to a BMC took, from opening the driver to its answer (a power change until the BMC confirms it).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 3, 11)}, []string{"driver", "call"}), // 5 ms to ~5 min
+		ImageWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "better_compute_image_written_bytes_total",
+			Help: "Bytes of OS images ramdisks wrote to disk, from the succeeded deploy.image results relayed."}),
+		sdk: newSDKMetrics(),
 	}
-	m.reg.MustRegister(m.PXE, m.Milestones, m.CacheLookups, m.CacheBytes, m.Relayed)
+	m.reg.MustRegister(m.PXE, m.Milestones, m.CacheLookups, m.CacheBytes, m.Relayed, m.BMCCalls, m.BMCDuration,
+		m.ImageWritten, m.sdk)
 	return m
+}
+
+// Temporal is the handler the site's Temporal client records the SDK's
+// metrics with (client.Options.MetricsHandler).
+func (m *Site) Temporal() client.MetricsHandler { return sdkHandler{m: m.sdk} }
+
+// BMCCall counts a call to a BMC through driver: call is the command kind,
+// outcome "ok" or the error kind.
+func (m *Site) BMCCall(driver, call, outcome string, took time.Duration) {
+	if m != nil {
+		m.BMCCalls.WithLabelValues(driver, call, outcome).Inc()
+		m.BMCDuration.WithLabelValues(driver, call).Observe(took.Seconds())
+	}
+}
+
+// ImageWrote counts the bytes a deploy.image wrote.
+func (m *Site) ImageWrote(bytes int64) {
+	if m != nil {
+		m.ImageWritten.Add(float64(bytes))
+	}
 }
 
 // Handler serves the registry in the Prometheus exposition formats.

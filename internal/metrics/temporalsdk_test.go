@@ -1,0 +1,72 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestTemporalSDKHandler: what the SDK records through the handler comes
+// out under its names made Prometheus's (counters _total, timers _seconds
+// histograms), one family per name however its tag sets differ, with the
+// tags as labels; a registry included beside it is served too, a family of
+// the same name and type merged into one.
+func TestTemporalSDKHandler(t *testing.T) {
+	m := NewControlPlane(nil, nil)
+	h := m.Temporal().WithTags(map[string]string{"namespace": "default"})
+	poll := h.WithTags(map[string]string{"task_queue": "control-plane"})
+	poll.Counter("temporal_request").Inc(2)
+	h.WithTags(map[string]string{"operation": "StartWorkflowExecution"}).Counter("temporal_request").Inc(1)
+	poll.Counter("temporal_request").Inc(1)
+	h.Gauge("temporal_worker_task_slots_available").Update(7)
+	timer := h.WithTags(map[string]string{"activity_type": "command.finish"}).Timer("temporal_activity_execution_latency")
+	timer.Record(30 * time.Millisecond)
+	timer.Record(2 * time.Second)
+
+	server := prometheus.NewRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "temporal_request_total", Help: "the server's own"},
+		[]string{"service_name"})
+	c.WithLabelValues("worker").Add(5)
+	service := prometheus.NewCounter(prometheus.CounterOpts{Name: "service_requests_total", Help: "frontend requests"})
+	service.Add(9)
+	server.MustRegister(c, service)
+	m.Include(server)
+
+	fams := scrape(t, m.Handler())
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"temporal_request_total", map[string]string{"namespace": "default", "task_queue": "control-plane", "operation": ""}, 3},
+		{"temporal_request_total", map[string]string{"namespace": "default", "operation": "StartWorkflowExecution", "task_queue": ""}, 1},
+		{"temporal_request_total", map[string]string{"service_name": "worker"}, 5},
+		{"temporal_worker_task_slots_available", map[string]string{"namespace": "default"}, 7},
+		{"service_requests_total", map[string]string{}, 9},
+	}
+	for _, tt := range tests {
+		if got := value(fams, tt.name, tt.labels); got != tt.want {
+			t.Errorf("%s%v = %v, want %v", tt.name, tt.labels, got, tt.want)
+		}
+	}
+	if n := len(fams["temporal_request_total"].GetMetric()); n != 3 {
+		t.Errorf("temporal_request_total has %d series, want 3 (two of the SDK's, one of the server's)", n)
+	}
+	hist := fams["temporal_activity_execution_latency_seconds"].GetMetric()
+	if len(hist) != 1 || hist[0].GetHistogram().GetSampleCount() != 2 || hist[0].GetHistogram().GetSampleSum() != 2.03 {
+		t.Fatalf("temporal_activity_execution_latency_seconds = %v, want 2 samples summing to 2.03s", hist)
+	}
+	for _, b := range hist[0].GetHistogram().GetBucket() {
+		want := uint64(0)
+		switch {
+		case b.GetUpperBound() >= 2:
+			want = 2
+		case b.GetUpperBound() >= 0.03:
+			want = 1
+		}
+		if b.GetCumulativeCount() != want {
+			t.Errorf("bucket le=%v = %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
+		}
+	}
+}
