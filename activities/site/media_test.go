@@ -35,8 +35,8 @@ func TestMediaActivities(t *testing.T) {
 	const iso = "http://10.30.0.1:8080/talos.iso"
 	untrusted := kinds.BMCTarget{NodeID: "node_1", Address: srv.URL, Driver: "redfish", CredentialsRef: "env://BCD_SECRET_BMC"}
 	_, err = env.ExecuteActivity(kinds.MediaInsert, kinds.MediaInsertInput{BMC: untrusted, URL: iso})
-	if typ, _ := appError(t, err); typ != string(errs.DriverError) || !strings.Contains(err.Error(), bmc.FlagTLSPin) {
-		t.Errorf("media.insert on an untrusted BMC = %v, want DRIVER_ERROR naming %s", err, bmc.FlagTLSPin)
+	if typ, final := appError(t, err); typ != string(errs.Unauthenticated) || !final || !strings.Contains(err.Error(), bmc.FlagTLSPin) {
+		t.Errorf("media.insert on an untrusted BMC = %v, want UNAUTHENTICATED, final, naming %s", err, bmc.FlagTLSPin)
 	}
 	pinned := untrusted
 	pinned.TLS = bmc.TLS{SPKIPin: bmc.SPKIPin(srv.Certificate())}

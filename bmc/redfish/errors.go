@@ -16,7 +16,8 @@ import (
 )
 
 // fail turns an error from gofish or the network into a DRIVER_ERROR that names
-// the BMC and the HTTP status and says what to do; a 401 is UNAUTHENTICATED.
+// the BMC and the HTTP status and says what to do; a 401, and a certificate
+// the node's TLS settings do not trust, are UNAUTHENTICATED.
 // Our own errors pass through.
 func (d *Driver) fail(op string, err error) error {
 	if own, ok := errs.Own(err, op); ok {
@@ -33,7 +34,10 @@ func (d *Driver) fail(op string, err error) error {
 			e.Kind = errs.Unauthenticated // final: retrying a wrong password can lock the BMC account
 		}
 	case errors.As(err, new(*tls.CertificateVerificationError)), errors.As(err, new(*bmc.PinMismatchError)):
-		e.Msg, e.Err = d.untrusted(err), err
+		// Final: the BMC did not prove it is the one enrolled, and asking
+		// again will not change its certificate; only the node's TLS
+		// settings can. No credentials were sent.
+		e.Kind, e.Msg, e.Err = errs.Unauthenticated, d.untrusted(err), err
 	case errors.Is(err, context.DeadlineExceeded):
 		e.Msg, e.Err = fmt.Sprintf("BMC %s did not answer in time: check that it is up and reachable from the site agent", host), err
 	case errors.Is(err, context.Canceled):

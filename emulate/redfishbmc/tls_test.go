@@ -23,7 +23,7 @@ import (
 )
 
 // TestDriverTLS serves the emulated BMC over HTTPS with a self-signed
-// certificate: refused by default (naming the enroll flags that fix it),
+// certificate: refused (UNAUTHENTICATED, final) by default (naming the enroll flags that fix it),
 // accepted with its CA, with its key's pin, and with insecure; refused with
 // another key's pin.
 func TestDriverTLS(t *testing.T) {
@@ -69,8 +69,8 @@ func TestDriverTLS(t *testing.T) {
 			}
 			continue
 		}
-		if !errs.Is(err, errs.DriverError) {
-			t.Errorf("PowerState() with TLS %s = %v, want DRIVER_ERROR", tt.name, err)
+		if !errs.Is(err, errs.Unauthenticated) {
+			t.Errorf("PowerState() with TLS %s = %v, want UNAUTHENTICATED", tt.name, err)
 			continue
 		}
 		for _, w := range tt.want {
