@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/temporalio/ui-server/v2/server/config"
 	"go.temporal.io/api/workflowservice/v1"
@@ -355,6 +356,44 @@ func TestIsQueryPath(t *testing.T) {
 	} {
 		if got := isQueryPath(p); got != want {
 			t.Errorf("isQueryPath(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	t.Parallel()
+	ok := Config{Tokens: newFakeTokens(), Key: SessionKey([]byte("k")), RootTenant: "root"}
+	for name, edit := range map[string]func(*Config){
+		"short key":        func(c *Config) { c.Key = []byte("short") },
+		"no tokens":        func(c *Config) { c.Tokens = nil },
+		"a URL as ui-host": func(c *Config) { c.Hosts = []string{"http://ui.example"} },
+		"an empty ui-host": func(c *Config) { c.Hosts = []string{""} },
+	} {
+		c := ok
+		edit(&c)
+		if _, err := New(c); !errs.Is(err, errs.InvalidInput) {
+			t.Errorf("New(%s) = %v, want INVALID_INPUT", name, err)
+		}
+	}
+}
+
+// TestSessionSignature: a session is honoured by every gate holding the
+// key (another serve process) and by no other; a forged or expired one is
+// refused.
+func TestSessionSignature(t *testing.T) {
+	t.Parallel()
+	key := SessionKey([]byte("the key file"))
+	now := time.Unix(time.Now().Unix(), 0) // a session's expiry has whole seconds
+	s := session{tenant: "root", tokenID: "tok_root", expires: now.Add(time.Hour)}
+	if got, err := parseSession(key, s.sign(key), now); err != nil || got != s {
+		t.Errorf("parseSession(signed) = %+v, %v, want %+v", got, err, s)
+	}
+	forged := session{tenant: "root", tokenID: "tok_ta", expires: s.expires}.sign(SessionKey([]byte("another key")))
+	expired := session{tenant: "root", tokenID: "tok_root", expires: now.Add(-time.Second)}.sign(key)
+	body, _, _ := strings.Cut(s.sign(key), ".")
+	for name, c := range map[string]string{"another key": forged, "expired": expired, "no signature": body, "garbage": "a.b.c"} {
+		if _, err := parseSession(key, c, now); !errs.Is(err, errs.Unauthenticated) {
+			t.Errorf("parseSession(%s) = %v, want UNAUTHENTICATED", name, err)
 		}
 	}
 }
