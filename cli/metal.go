@@ -24,6 +24,7 @@ func metalCommand() *cli.Command {
 		Usage: "enroll machines by their BMC and run the lifecycle verbs",
 		Subcommands: []*cli.Command{
 			enrollCommand(),
+			updateCommand(),
 			{Name: "get", Usage: "show a node", ArgsUsage: "NODE", Action: func(c *cli.Context) error {
 				return send(c, "NODE", nil, bettercomputev1connect.MetalServiceGetProcedure, showNode, func(s *session) (proto.Message, error) {
 					return &v1.GetNodeRequest{Id: s.args[0]}, nil

@@ -80,6 +80,10 @@ func (f *metalFake) Enroll(_ context.Context, r *connect.Request[v1.EnrollReques
 	return started("enroll", "node_1", "enrolling")
 }
 
+func (f *metalFake) Update(_ context.Context, r *connect.Request[v1.UpdateNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
+	return ok(&v1.GetNodeResponse{Node: node(r.Msg.GetId(), "failed")})
+}
+
 func (f *metalFake) Get(_ context.Context, r *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
 	if r.Msg.GetId() == "node_missing" {
 		return nil, apiError(connect.CodeNotFound, "NOT_FOUND", "", "node node_missing not found")
@@ -178,6 +182,10 @@ func TestMetalRequests(t *testing.T) {
 			map[string]any{"tenantId": "root", "siteId": "site_1", "poolId": "pool_1", "bmc": withPassword}},
 		{append(enroll, "ipmi", "--bmc-username", "admin", "--bmc-password-file", pwCRLF), svc + "Enroll",
 			map[string]any{"tenantId": "root", "siteId": "site_1", "poolId": "pool_1", "bmc": withPassword}},
+		{[]string{"metal", "update", "node_1", "--bmc-username", "admin", "--bmc-password-file", pw}, svc + "Update",
+			map[string]any{"tenantId": "root", "id": "node_1", "bmc": map[string]any{"credentials": map[string]any{"username": "admin", "password": "s3cret pa55"}}}},
+		{[]string{"metal", "update", "node_1", "--bmc-address", "10.20.0.15", "--bmc-credentials", "secret://root/bmc-2"}, svc + "Update",
+			map[string]any{"tenantId": "root", "id": "node_1", "bmc": map[string]any{"address": "10.20.0.15", "credentialsRef": "secret://root/bmc-2"}}},
 		{[]string{"metal", "get", "node_1"}, svc + "Get", map[string]any{"tenantId": "root", "id": "node_1"}},
 		{[]string{"metal", "list"}, svc + "List", map[string]any{"tenantId": "root"}},
 		{[]string{"metal", "list", "--pool", "pool_1"}, svc + "List", map[string]any{"tenantId": "root", "poolId": "pool_1"}},

@@ -259,7 +259,7 @@ func isKeyGone(err error) bool {
 func (s *Store) SecretUsedOnSite(ctx context.Context, tenantID, ref, siteID string) (bool, error) {
 	var used bool
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM metal_nodes
-		WHERE tenant_id = $1 AND bmc_credentials_ref = $2 AND site_id = $3 AND state <> 'retired')`,
+		WHERE tenant_id = $1 AND (bmc_credentials_ref = $2 OR bmc_pending_ref = $2) AND site_id = $3 AND state <> 'retired')`,
 		tenantID, ref, siteID).Scan(&used)
 	return used, dbError("store.SecretUsedOnSite", err)
 }

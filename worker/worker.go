@@ -30,6 +30,8 @@ func Workflows() map[string]any {
 		wf.Recover:  wf.RecoverWorkflow,
 		wf.Retire:   wf.RetireWorkflow,
 		wf.Power:    wf.PowerWorkflow,
+		// Not a verb: checks and saves a node's BMC settings (metal.update).
+		wf.UpdateBMC: wf.UpdateBMCWorkflow,
 	}
 }
 

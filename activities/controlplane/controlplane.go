@@ -56,6 +56,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	reg(wf.ActTakeCandidate, a.TakeCandidate)
 	reg(wf.ActEndMACWait, a.EndMACWait)
 	reg(wf.ActForgetMAC, a.ForgetMAC)
+	reg(wf.ActUpdateBMC, a.UpdateBMC)
 }
 
 func (a *Activities) now() time.Time {

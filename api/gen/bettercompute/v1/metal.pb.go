@@ -571,6 +571,68 @@ func (x *Node) GetBmcTls() *BmcTls {
 	return nil
 }
 
+type UpdateNodeRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Id       string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// The fields given replace the node's: address (and driver), credentials
+	// or credentials_ref, tls. Unset fields keep their value.
+	Bmc           *Bmc `protobuf:"bytes,3,opt,name=bmc,proto3" json:"bmc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNodeRequest) Reset() {
+	*x = UpdateNodeRequest{}
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNodeRequest) ProtoMessage() {}
+
+func (x *UpdateNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNodeRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNodeRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UpdateNodeRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *UpdateNodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateNodeRequest) GetBmc() *Bmc {
+	if x != nil {
+		return x.Bmc
+	}
+	return nil
+}
+
 type GetNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TenantId      string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
@@ -581,7 +643,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[5]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +655,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[5]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +668,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetNodeRequest) GetTenantId() string {
@@ -632,7 +694,7 @@ type GetNodeResponse struct {
 
 func (x *GetNodeResponse) Reset() {
 	*x = GetNodeResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[6]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +706,7 @@ func (x *GetNodeResponse) String() string {
 func (*GetNodeResponse) ProtoMessage() {}
 
 func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[6]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +719,7 @@ func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetNodeResponse) GetNode() *Node {
@@ -677,7 +739,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[7]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +751,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[7]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +764,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListNodesRequest) GetTenantId() string {
@@ -728,7 +790,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[8]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +802,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[8]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +815,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListNodesResponse) GetItems() []*Node {
@@ -773,7 +835,7 @@ type NodeVerbRequest struct {
 
 func (x *NodeVerbRequest) Reset() {
 	*x = NodeVerbRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[9]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +847,7 @@ func (x *NodeVerbRequest) String() string {
 func (*NodeVerbRequest) ProtoMessage() {}
 
 func (x *NodeVerbRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[9]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +860,7 @@ func (x *NodeVerbRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeVerbRequest.ProtoReflect.Descriptor instead.
 func (*NodeVerbRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NodeVerbRequest) GetTenantId() string {
@@ -827,7 +889,7 @@ type DeployRequest struct {
 
 func (x *DeployRequest) Reset() {
 	*x = DeployRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[10]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +901,7 @@ func (x *DeployRequest) String() string {
 func (*DeployRequest) ProtoMessage() {}
 
 func (x *DeployRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[10]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +914,7 @@ func (x *DeployRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRequest.ProtoReflect.Descriptor instead.
 func (*DeployRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeployRequest) GetTenantId() string {
@@ -895,7 +957,7 @@ type UndeployRequest struct {
 
 func (x *UndeployRequest) Reset() {
 	*x = UndeployRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[11]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +969,7 @@ func (x *UndeployRequest) String() string {
 func (*UndeployRequest) ProtoMessage() {}
 
 func (x *UndeployRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[11]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +982,7 @@ func (x *UndeployRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndeployRequest.ProtoReflect.Descriptor instead.
 func (*UndeployRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UndeployRequest) GetTenantId() string {
@@ -955,7 +1017,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[12]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1029,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[12]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1042,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{12}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AbortRequest) GetTenantId() string {
@@ -1016,7 +1078,7 @@ type PowerRequest struct {
 
 func (x *PowerRequest) Reset() {
 	*x = PowerRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[13]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1090,7 @@ func (x *PowerRequest) String() string {
 func (*PowerRequest) ProtoMessage() {}
 
 func (x *PowerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[13]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1103,7 @@ func (x *PowerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PowerRequest.ProtoReflect.Descriptor instead.
 func (*PowerRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{13}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PowerRequest) GetTenantId() string {
@@ -1076,7 +1138,7 @@ type VerbResponse struct {
 
 func (x *VerbResponse) Reset() {
 	*x = VerbResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1150,7 @@ func (x *VerbResponse) String() string {
 func (*VerbResponse) ProtoMessage() {}
 
 func (x *VerbResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[14]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1163,7 @@ func (x *VerbResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerbResponse.ProtoReflect.Descriptor instead.
 func (*VerbResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{14}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VerbResponse) GetNode() *Node {
@@ -1135,7 +1197,7 @@ type DiscoveredRequest struct {
 
 func (x *DiscoveredRequest) Reset() {
 	*x = DiscoveredRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1209,7 @@ func (x *DiscoveredRequest) String() string {
 func (*DiscoveredRequest) ProtoMessage() {}
 
 func (x *DiscoveredRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[15]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1222,7 @@ func (x *DiscoveredRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveredRequest.ProtoReflect.Descriptor instead.
 func (*DiscoveredRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{15}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DiscoveredRequest) GetTenantId() string {
@@ -1201,7 +1263,7 @@ type PxeDiscovery struct {
 
 func (x *PxeDiscovery) Reset() {
 	*x = PxeDiscovery{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1275,7 @@ func (x *PxeDiscovery) String() string {
 func (*PxeDiscovery) ProtoMessage() {}
 
 func (x *PxeDiscovery) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[16]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1288,7 @@ func (x *PxeDiscovery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PxeDiscovery.ProtoReflect.Descriptor instead.
 func (*PxeDiscovery) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{16}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PxeDiscovery) GetSiteId() string {
@@ -1301,7 +1363,7 @@ type DiscoveredResponse struct {
 
 func (x *DiscoveredResponse) Reset() {
 	*x = DiscoveredResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1375,7 @@ func (x *DiscoveredResponse) String() string {
 func (*DiscoveredResponse) ProtoMessage() {}
 
 func (x *DiscoveredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[17]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1388,7 @@ func (x *DiscoveredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoveredResponse.ProtoReflect.Descriptor instead.
 func (*DiscoveredResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{17}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DiscoveredResponse) GetItems() []*PxeDiscovery {
@@ -1347,7 +1409,7 @@ type ConfirmMacRequest struct {
 
 func (x *ConfirmMacRequest) Reset() {
 	*x = ConfirmMacRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1421,7 @@ func (x *ConfirmMacRequest) String() string {
 func (*ConfirmMacRequest) ProtoMessage() {}
 
 func (x *ConfirmMacRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[18]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1434,7 @@ func (x *ConfirmMacRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmMacRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmMacRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{18}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ConfirmMacRequest) GetTenantId() string {
@@ -1405,7 +1467,7 @@ type ConfirmMacResponse struct {
 
 func (x *ConfirmMacResponse) Reset() {
 	*x = ConfirmMacResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1479,7 @@ func (x *ConfirmMacResponse) String() string {
 func (*ConfirmMacResponse) ProtoMessage() {}
 
 func (x *ConfirmMacResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[19]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1492,7 @@ func (x *ConfirmMacResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmMacResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmMacResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{19}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ConfirmMacResponse) GetNode() *Node {
@@ -1468,7 +1530,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1542,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[20]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1555,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{20}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Command) GetId() string {
@@ -1618,7 +1680,7 @@ type ListCommandsRequest struct {
 
 func (x *ListCommandsRequest) Reset() {
 	*x = ListCommandsRequest{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1692,7 @@ func (x *ListCommandsRequest) String() string {
 func (*ListCommandsRequest) ProtoMessage() {}
 
 func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[21]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1705,7 @@ func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsRequest.ProtoReflect.Descriptor instead.
 func (*ListCommandsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{21}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListCommandsRequest) GetTenantId() string {
@@ -1669,7 +1731,7 @@ type ListCommandsResponse struct {
 
 func (x *ListCommandsResponse) Reset() {
 	*x = ListCommandsResponse{}
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[22]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1743,7 @@ func (x *ListCommandsResponse) String() string {
 func (*ListCommandsResponse) ProtoMessage() {}
 
 func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_metal_proto_msgTypes[22]
+	mi := &file_bettercompute_v1_metal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1756,7 @@ func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCommandsResponse.ProtoReflect.Descriptor instead.
 func (*ListCommandsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{22}
+	return file_bettercompute_v1_metal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListCommandsResponse) GetItems() []*Command {
@@ -1765,7 +1827,11 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"waitingFor\x12#\n" +
 	"\rmac_candidate\x18\x18 \x01(\tR\fmacCandidate\x12\x1a\n" +
 	"\bprogress\x18\x19 \x01(\tR\bprogress\x121\n" +
-	"\abmc_tls\x18\x1a \x01(\v2\x18.bettercompute.v1.BmcTlsR\x06bmcTls\"=\n" +
+	"\abmc_tls\x18\x1a \x01(\v2\x18.bettercompute.v1.BmcTlsR\x06bmcTls\"i\n" +
+	"\x11UpdateNodeRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12'\n" +
+	"\x03bmc\x18\x03 \x01(\v2\x15.bettercompute.v1.BmcR\x03bmc\"=\n" +
 	"\x0eGetNodeRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"=\n" +
@@ -1851,9 +1917,11 @@ const file_bettercompute_v1_metal_proto_rawDesc = "" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"G\n" +
 	"\x14ListCommandsResponse\x12/\n" +
-	"\x05items\x18\x01 \x03(\v2\x19.bettercompute.v1.CommandR\x05items2\xf4\t\n" +
+	"\x05items\x18\x01 \x03(\v2\x19.bettercompute.v1.CommandR\x05items2\xc6\n" +
+	"\n" +
 	"\fMetalService\x12I\n" +
-	"\x06Enroll\x12\x1f.bettercompute.v1.EnrollRequest\x1a\x1e.bettercompute.v1.VerbResponse\x12J\n" +
+	"\x06Enroll\x12\x1f.bettercompute.v1.EnrollRequest\x1a\x1e.bettercompute.v1.VerbResponse\x12P\n" +
+	"\x06Update\x12#.bettercompute.v1.UpdateNodeRequest\x1a!.bettercompute.v1.GetNodeResponse\x12J\n" +
 	"\x03Get\x12 .bettercompute.v1.GetNodeRequest\x1a!.bettercompute.v1.GetNodeResponse\x12O\n" +
 	"\x04List\x12\".bettercompute.v1.ListNodesRequest\x1a#.bettercompute.v1.ListNodesResponse\x12K\n" +
 	"\x06Manage\x12!.bettercompute.v1.NodeVerbRequest\x1a\x1e.bettercompute.v1.VerbResponse\x12L\n" +
@@ -1886,91 +1954,95 @@ func file_bettercompute_v1_metal_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_metal_proto_rawDescData
 }
 
-var file_bettercompute_v1_metal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_bettercompute_v1_metal_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_bettercompute_v1_metal_proto_goTypes = []any{
 	(*BmcCredentials)(nil),        // 0: bettercompute.v1.BmcCredentials
 	(*Bmc)(nil),                   // 1: bettercompute.v1.Bmc
 	(*BmcTls)(nil),                // 2: bettercompute.v1.BmcTls
 	(*EnrollRequest)(nil),         // 3: bettercompute.v1.EnrollRequest
 	(*Node)(nil),                  // 4: bettercompute.v1.Node
-	(*GetNodeRequest)(nil),        // 5: bettercompute.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),       // 6: bettercompute.v1.GetNodeResponse
-	(*ListNodesRequest)(nil),      // 7: bettercompute.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 8: bettercompute.v1.ListNodesResponse
-	(*NodeVerbRequest)(nil),       // 9: bettercompute.v1.NodeVerbRequest
-	(*DeployRequest)(nil),         // 10: bettercompute.v1.DeployRequest
-	(*UndeployRequest)(nil),       // 11: bettercompute.v1.UndeployRequest
-	(*AbortRequest)(nil),          // 12: bettercompute.v1.AbortRequest
-	(*PowerRequest)(nil),          // 13: bettercompute.v1.PowerRequest
-	(*VerbResponse)(nil),          // 14: bettercompute.v1.VerbResponse
-	(*DiscoveredRequest)(nil),     // 15: bettercompute.v1.DiscoveredRequest
-	(*PxeDiscovery)(nil),          // 16: bettercompute.v1.PxeDiscovery
-	(*DiscoveredResponse)(nil),    // 17: bettercompute.v1.DiscoveredResponse
-	(*ConfirmMacRequest)(nil),     // 18: bettercompute.v1.ConfirmMacRequest
-	(*ConfirmMacResponse)(nil),    // 19: bettercompute.v1.ConfirmMacResponse
-	(*Command)(nil),               // 20: bettercompute.v1.Command
-	(*ListCommandsRequest)(nil),   // 21: bettercompute.v1.ListCommandsRequest
-	(*ListCommandsResponse)(nil),  // 22: bettercompute.v1.ListCommandsResponse
-	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*UpdateNodeRequest)(nil),     // 5: bettercompute.v1.UpdateNodeRequest
+	(*GetNodeRequest)(nil),        // 6: bettercompute.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),       // 7: bettercompute.v1.GetNodeResponse
+	(*ListNodesRequest)(nil),      // 8: bettercompute.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 9: bettercompute.v1.ListNodesResponse
+	(*NodeVerbRequest)(nil),       // 10: bettercompute.v1.NodeVerbRequest
+	(*DeployRequest)(nil),         // 11: bettercompute.v1.DeployRequest
+	(*UndeployRequest)(nil),       // 12: bettercompute.v1.UndeployRequest
+	(*AbortRequest)(nil),          // 13: bettercompute.v1.AbortRequest
+	(*PowerRequest)(nil),          // 14: bettercompute.v1.PowerRequest
+	(*VerbResponse)(nil),          // 15: bettercompute.v1.VerbResponse
+	(*DiscoveredRequest)(nil),     // 16: bettercompute.v1.DiscoveredRequest
+	(*PxeDiscovery)(nil),          // 17: bettercompute.v1.PxeDiscovery
+	(*DiscoveredResponse)(nil),    // 18: bettercompute.v1.DiscoveredResponse
+	(*ConfirmMacRequest)(nil),     // 19: bettercompute.v1.ConfirmMacRequest
+	(*ConfirmMacResponse)(nil),    // 20: bettercompute.v1.ConfirmMacResponse
+	(*Command)(nil),               // 21: bettercompute.v1.Command
+	(*ListCommandsRequest)(nil),   // 22: bettercompute.v1.ListCommandsRequest
+	(*ListCommandsResponse)(nil),  // 23: bettercompute.v1.ListCommandsResponse
+	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_bettercompute_v1_metal_proto_depIdxs = []int32{
 	0,  // 0: bettercompute.v1.Bmc.credentials:type_name -> bettercompute.v1.BmcCredentials
 	2,  // 1: bettercompute.v1.Bmc.tls:type_name -> bettercompute.v1.BmcTls
 	1,  // 2: bettercompute.v1.EnrollRequest.bmc:type_name -> bettercompute.v1.Bmc
-	23, // 3: bettercompute.v1.Node.inventory:type_name -> google.protobuf.Struct
-	24, // 4: bettercompute.v1.Node.created_at:type_name -> google.protobuf.Timestamp
-	24, // 5: bettercompute.v1.Node.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 3: bettercompute.v1.Node.inventory:type_name -> google.protobuf.Struct
+	25, // 4: bettercompute.v1.Node.created_at:type_name -> google.protobuf.Timestamp
+	25, // 5: bettercompute.v1.Node.updated_at:type_name -> google.protobuf.Timestamp
 	2,  // 6: bettercompute.v1.Node.bmc_tls:type_name -> bettercompute.v1.BmcTls
-	4,  // 7: bettercompute.v1.GetNodeResponse.node:type_name -> bettercompute.v1.Node
-	4,  // 8: bettercompute.v1.ListNodesResponse.items:type_name -> bettercompute.v1.Node
-	4,  // 9: bettercompute.v1.VerbResponse.node:type_name -> bettercompute.v1.Node
-	24, // 10: bettercompute.v1.PxeDiscovery.first_seen:type_name -> google.protobuf.Timestamp
-	24, // 11: bettercompute.v1.PxeDiscovery.last_seen:type_name -> google.protobuf.Timestamp
-	16, // 12: bettercompute.v1.DiscoveredResponse.items:type_name -> bettercompute.v1.PxeDiscovery
-	4,  // 13: bettercompute.v1.ConfirmMacResponse.node:type_name -> bettercompute.v1.Node
-	24, // 14: bettercompute.v1.Command.started_at:type_name -> google.protobuf.Timestamp
-	24, // 15: bettercompute.v1.Command.finished_at:type_name -> google.protobuf.Timestamp
-	20, // 16: bettercompute.v1.ListCommandsResponse.items:type_name -> bettercompute.v1.Command
-	3,  // 17: bettercompute.v1.MetalService.Enroll:input_type -> bettercompute.v1.EnrollRequest
-	5,  // 18: bettercompute.v1.MetalService.Get:input_type -> bettercompute.v1.GetNodeRequest
-	7,  // 19: bettercompute.v1.MetalService.List:input_type -> bettercompute.v1.ListNodesRequest
-	9,  // 20: bettercompute.v1.MetalService.Manage:input_type -> bettercompute.v1.NodeVerbRequest
-	9,  // 21: bettercompute.v1.MetalService.Inspect:input_type -> bettercompute.v1.NodeVerbRequest
-	9,  // 22: bettercompute.v1.MetalService.Provide:input_type -> bettercompute.v1.NodeVerbRequest
-	10, // 23: bettercompute.v1.MetalService.Deploy:input_type -> bettercompute.v1.DeployRequest
-	11, // 24: bettercompute.v1.MetalService.Undeploy:input_type -> bettercompute.v1.UndeployRequest
-	9,  // 25: bettercompute.v1.MetalService.Rescue:input_type -> bettercompute.v1.NodeVerbRequest
-	9,  // 26: bettercompute.v1.MetalService.Unrescue:input_type -> bettercompute.v1.NodeVerbRequest
-	9,  // 27: bettercompute.v1.MetalService.Recover:input_type -> bettercompute.v1.NodeVerbRequest
-	9,  // 28: bettercompute.v1.MetalService.Retire:input_type -> bettercompute.v1.NodeVerbRequest
-	12, // 29: bettercompute.v1.MetalService.Abort:input_type -> bettercompute.v1.AbortRequest
-	13, // 30: bettercompute.v1.MetalService.Power:input_type -> bettercompute.v1.PowerRequest
-	15, // 31: bettercompute.v1.MetalService.Discovered:input_type -> bettercompute.v1.DiscoveredRequest
-	18, // 32: bettercompute.v1.MetalService.ConfirmMac:input_type -> bettercompute.v1.ConfirmMacRequest
-	21, // 33: bettercompute.v1.CommandsService.List:input_type -> bettercompute.v1.ListCommandsRequest
-	14, // 34: bettercompute.v1.MetalService.Enroll:output_type -> bettercompute.v1.VerbResponse
-	6,  // 35: bettercompute.v1.MetalService.Get:output_type -> bettercompute.v1.GetNodeResponse
-	8,  // 36: bettercompute.v1.MetalService.List:output_type -> bettercompute.v1.ListNodesResponse
-	14, // 37: bettercompute.v1.MetalService.Manage:output_type -> bettercompute.v1.VerbResponse
-	14, // 38: bettercompute.v1.MetalService.Inspect:output_type -> bettercompute.v1.VerbResponse
-	14, // 39: bettercompute.v1.MetalService.Provide:output_type -> bettercompute.v1.VerbResponse
-	14, // 40: bettercompute.v1.MetalService.Deploy:output_type -> bettercompute.v1.VerbResponse
-	14, // 41: bettercompute.v1.MetalService.Undeploy:output_type -> bettercompute.v1.VerbResponse
-	14, // 42: bettercompute.v1.MetalService.Rescue:output_type -> bettercompute.v1.VerbResponse
-	14, // 43: bettercompute.v1.MetalService.Unrescue:output_type -> bettercompute.v1.VerbResponse
-	14, // 44: bettercompute.v1.MetalService.Recover:output_type -> bettercompute.v1.VerbResponse
-	14, // 45: bettercompute.v1.MetalService.Retire:output_type -> bettercompute.v1.VerbResponse
-	14, // 46: bettercompute.v1.MetalService.Abort:output_type -> bettercompute.v1.VerbResponse
-	14, // 47: bettercompute.v1.MetalService.Power:output_type -> bettercompute.v1.VerbResponse
-	17, // 48: bettercompute.v1.MetalService.Discovered:output_type -> bettercompute.v1.DiscoveredResponse
-	19, // 49: bettercompute.v1.MetalService.ConfirmMac:output_type -> bettercompute.v1.ConfirmMacResponse
-	22, // 50: bettercompute.v1.CommandsService.List:output_type -> bettercompute.v1.ListCommandsResponse
-	34, // [34:51] is the sub-list for method output_type
-	17, // [17:34] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	1,  // 7: bettercompute.v1.UpdateNodeRequest.bmc:type_name -> bettercompute.v1.Bmc
+	4,  // 8: bettercompute.v1.GetNodeResponse.node:type_name -> bettercompute.v1.Node
+	4,  // 9: bettercompute.v1.ListNodesResponse.items:type_name -> bettercompute.v1.Node
+	4,  // 10: bettercompute.v1.VerbResponse.node:type_name -> bettercompute.v1.Node
+	25, // 11: bettercompute.v1.PxeDiscovery.first_seen:type_name -> google.protobuf.Timestamp
+	25, // 12: bettercompute.v1.PxeDiscovery.last_seen:type_name -> google.protobuf.Timestamp
+	17, // 13: bettercompute.v1.DiscoveredResponse.items:type_name -> bettercompute.v1.PxeDiscovery
+	4,  // 14: bettercompute.v1.ConfirmMacResponse.node:type_name -> bettercompute.v1.Node
+	25, // 15: bettercompute.v1.Command.started_at:type_name -> google.protobuf.Timestamp
+	25, // 16: bettercompute.v1.Command.finished_at:type_name -> google.protobuf.Timestamp
+	21, // 17: bettercompute.v1.ListCommandsResponse.items:type_name -> bettercompute.v1.Command
+	3,  // 18: bettercompute.v1.MetalService.Enroll:input_type -> bettercompute.v1.EnrollRequest
+	5,  // 19: bettercompute.v1.MetalService.Update:input_type -> bettercompute.v1.UpdateNodeRequest
+	6,  // 20: bettercompute.v1.MetalService.Get:input_type -> bettercompute.v1.GetNodeRequest
+	8,  // 21: bettercompute.v1.MetalService.List:input_type -> bettercompute.v1.ListNodesRequest
+	10, // 22: bettercompute.v1.MetalService.Manage:input_type -> bettercompute.v1.NodeVerbRequest
+	10, // 23: bettercompute.v1.MetalService.Inspect:input_type -> bettercompute.v1.NodeVerbRequest
+	10, // 24: bettercompute.v1.MetalService.Provide:input_type -> bettercompute.v1.NodeVerbRequest
+	11, // 25: bettercompute.v1.MetalService.Deploy:input_type -> bettercompute.v1.DeployRequest
+	12, // 26: bettercompute.v1.MetalService.Undeploy:input_type -> bettercompute.v1.UndeployRequest
+	10, // 27: bettercompute.v1.MetalService.Rescue:input_type -> bettercompute.v1.NodeVerbRequest
+	10, // 28: bettercompute.v1.MetalService.Unrescue:input_type -> bettercompute.v1.NodeVerbRequest
+	10, // 29: bettercompute.v1.MetalService.Recover:input_type -> bettercompute.v1.NodeVerbRequest
+	10, // 30: bettercompute.v1.MetalService.Retire:input_type -> bettercompute.v1.NodeVerbRequest
+	13, // 31: bettercompute.v1.MetalService.Abort:input_type -> bettercompute.v1.AbortRequest
+	14, // 32: bettercompute.v1.MetalService.Power:input_type -> bettercompute.v1.PowerRequest
+	16, // 33: bettercompute.v1.MetalService.Discovered:input_type -> bettercompute.v1.DiscoveredRequest
+	19, // 34: bettercompute.v1.MetalService.ConfirmMac:input_type -> bettercompute.v1.ConfirmMacRequest
+	22, // 35: bettercompute.v1.CommandsService.List:input_type -> bettercompute.v1.ListCommandsRequest
+	15, // 36: bettercompute.v1.MetalService.Enroll:output_type -> bettercompute.v1.VerbResponse
+	7,  // 37: bettercompute.v1.MetalService.Update:output_type -> bettercompute.v1.GetNodeResponse
+	7,  // 38: bettercompute.v1.MetalService.Get:output_type -> bettercompute.v1.GetNodeResponse
+	9,  // 39: bettercompute.v1.MetalService.List:output_type -> bettercompute.v1.ListNodesResponse
+	15, // 40: bettercompute.v1.MetalService.Manage:output_type -> bettercompute.v1.VerbResponse
+	15, // 41: bettercompute.v1.MetalService.Inspect:output_type -> bettercompute.v1.VerbResponse
+	15, // 42: bettercompute.v1.MetalService.Provide:output_type -> bettercompute.v1.VerbResponse
+	15, // 43: bettercompute.v1.MetalService.Deploy:output_type -> bettercompute.v1.VerbResponse
+	15, // 44: bettercompute.v1.MetalService.Undeploy:output_type -> bettercompute.v1.VerbResponse
+	15, // 45: bettercompute.v1.MetalService.Rescue:output_type -> bettercompute.v1.VerbResponse
+	15, // 46: bettercompute.v1.MetalService.Unrescue:output_type -> bettercompute.v1.VerbResponse
+	15, // 47: bettercompute.v1.MetalService.Recover:output_type -> bettercompute.v1.VerbResponse
+	15, // 48: bettercompute.v1.MetalService.Retire:output_type -> bettercompute.v1.VerbResponse
+	15, // 49: bettercompute.v1.MetalService.Abort:output_type -> bettercompute.v1.VerbResponse
+	15, // 50: bettercompute.v1.MetalService.Power:output_type -> bettercompute.v1.VerbResponse
+	18, // 51: bettercompute.v1.MetalService.Discovered:output_type -> bettercompute.v1.DiscoveredResponse
+	20, // 52: bettercompute.v1.MetalService.ConfirmMac:output_type -> bettercompute.v1.ConfirmMacResponse
+	23, // 53: bettercompute.v1.CommandsService.List:output_type -> bettercompute.v1.ListCommandsResponse
+	36, // [36:54] is the sub-list for method output_type
+	18, // [18:36] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_v1_metal_proto_init() }
@@ -1984,7 +2056,7 @@ func file_bettercompute_v1_metal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_metal_proto_rawDesc), len(file_bettercompute_v1_metal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -37,6 +37,8 @@ const (
 const (
 	// MetalServiceEnrollProcedure is the fully-qualified name of the MetalService's Enroll RPC.
 	MetalServiceEnrollProcedure = "/bettercompute.v1.MetalService/Enroll"
+	// MetalServiceUpdateProcedure is the fully-qualified name of the MetalService's Update RPC.
+	MetalServiceUpdateProcedure = "/bettercompute.v1.MetalService/Update"
 	// MetalServiceGetProcedure is the fully-qualified name of the MetalService's Get RPC.
 	MetalServiceGetProcedure = "/bettercompute.v1.MetalService/Get"
 	// MetalServiceListProcedure is the fully-qualified name of the MetalService's List RPC.
@@ -74,6 +76,10 @@ const (
 // MetalServiceClient is a client for the bettercompute.v1.MetalService service.
 type MetalServiceClient interface {
 	Enroll(context.Context, *connect.Request[v1.EnrollRequest]) (*connect.Response[v1.VerbResponse], error)
+	// Update changes a node's BMC settings (address, credentials, TLS trust)
+	// after checking them against the BMC through the node's site; nothing is
+	// saved unless the BMC answered them as the same machine.
+	Update(context.Context, *connect.Request[v1.UpdateNodeRequest]) (*connect.Response[v1.GetNodeResponse], error)
 	Get(context.Context, *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error)
 	List(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
 	Manage(context.Context, *connect.Request[v1.NodeVerbRequest]) (*connect.Response[v1.VerbResponse], error)
@@ -111,6 +117,12 @@ func NewMetalServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+MetalServiceEnrollProcedure,
 			connect.WithSchema(metalServiceMethods.ByName("Enroll")),
+			connect.WithClientOptions(opts...),
+		),
+		update: connect.NewClient[v1.UpdateNodeRequest, v1.GetNodeResponse](
+			httpClient,
+			baseURL+MetalServiceUpdateProcedure,
+			connect.WithSchema(metalServiceMethods.ByName("Update")),
 			connect.WithClientOptions(opts...),
 		),
 		get: connect.NewClient[v1.GetNodeRequest, v1.GetNodeResponse](
@@ -209,6 +221,7 @@ func NewMetalServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 // metalServiceClient implements MetalServiceClient.
 type metalServiceClient struct {
 	enroll     *connect.Client[v1.EnrollRequest, v1.VerbResponse]
+	update     *connect.Client[v1.UpdateNodeRequest, v1.GetNodeResponse]
 	get        *connect.Client[v1.GetNodeRequest, v1.GetNodeResponse]
 	list       *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
 	manage     *connect.Client[v1.NodeVerbRequest, v1.VerbResponse]
@@ -229,6 +242,11 @@ type metalServiceClient struct {
 // Enroll calls bettercompute.v1.MetalService.Enroll.
 func (c *metalServiceClient) Enroll(ctx context.Context, req *connect.Request[v1.EnrollRequest]) (*connect.Response[v1.VerbResponse], error) {
 	return c.enroll.CallUnary(ctx, req)
+}
+
+// Update calls bettercompute.v1.MetalService.Update.
+func (c *metalServiceClient) Update(ctx context.Context, req *connect.Request[v1.UpdateNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
+	return c.update.CallUnary(ctx, req)
 }
 
 // Get calls bettercompute.v1.MetalService.Get.
@@ -309,6 +327,10 @@ func (c *metalServiceClient) ConfirmMac(ctx context.Context, req *connect.Reques
 // MetalServiceHandler is an implementation of the bettercompute.v1.MetalService service.
 type MetalServiceHandler interface {
 	Enroll(context.Context, *connect.Request[v1.EnrollRequest]) (*connect.Response[v1.VerbResponse], error)
+	// Update changes a node's BMC settings (address, credentials, TLS trust)
+	// after checking them against the BMC through the node's site; nothing is
+	// saved unless the BMC answered them as the same machine.
+	Update(context.Context, *connect.Request[v1.UpdateNodeRequest]) (*connect.Response[v1.GetNodeResponse], error)
 	Get(context.Context, *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error)
 	List(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
 	Manage(context.Context, *connect.Request[v1.NodeVerbRequest]) (*connect.Response[v1.VerbResponse], error)
@@ -342,6 +364,12 @@ func NewMetalServiceHandler(svc MetalServiceHandler, opts ...connect.HandlerOpti
 		MetalServiceEnrollProcedure,
 		svc.Enroll,
 		connect.WithSchema(metalServiceMethods.ByName("Enroll")),
+		connect.WithHandlerOptions(opts...),
+	)
+	metalServiceUpdateHandler := connect.NewUnaryHandler(
+		MetalServiceUpdateProcedure,
+		svc.Update,
+		connect.WithSchema(metalServiceMethods.ByName("Update")),
 		connect.WithHandlerOptions(opts...),
 	)
 	metalServiceGetHandler := connect.NewUnaryHandler(
@@ -438,6 +466,8 @@ func NewMetalServiceHandler(svc MetalServiceHandler, opts ...connect.HandlerOpti
 		switch r.URL.Path {
 		case MetalServiceEnrollProcedure:
 			metalServiceEnrollHandler.ServeHTTP(w, r)
+		case MetalServiceUpdateProcedure:
+			metalServiceUpdateHandler.ServeHTTP(w, r)
 		case MetalServiceGetProcedure:
 			metalServiceGetHandler.ServeHTTP(w, r)
 		case MetalServiceListProcedure:
@@ -479,6 +509,10 @@ type UnimplementedMetalServiceHandler struct{}
 
 func (UnimplementedMetalServiceHandler) Enroll(context.Context, *connect.Request[v1.EnrollRequest]) (*connect.Response[v1.VerbResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.MetalService.Enroll is not implemented"))
+}
+
+func (UnimplementedMetalServiceHandler) Update(context.Context, *connect.Request[v1.UpdateNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.MetalService.Update is not implemented"))
 }
 
 func (UnimplementedMetalServiceHandler) Get(context.Context, *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
