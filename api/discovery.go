@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
 	"github.com/better-compute/better-compute/pki"
@@ -60,7 +61,7 @@ func (s metal) ConfirmMac(ctx context.Context, r *connect.Request[v1.ConfirmMacR
 	if s.temporal != nil {
 		// The workflow reads the node on its own too, so a lost signal only
 		// delays it to its next read (within the hour).
-		if err := s.temporal.SignalWorkflow(ctx, wf.WorkflowID(n.ID), "", wf.MACConfirmedSignal, mac); err != nil {
+		if err := s.temporal.SignalWorkflow(codec.WithTenant(ctx, n.TenantID), wf.WorkflowID(n.ID), "", wf.MACConfirmedSignal, mac); err != nil {
 			s.log.WarnContext(ctx, "could not wake the node's workflow; it reads the node on its own", "node", n.ID, "err", err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
 	"github.com/better-compute/better-compute/nodestate"
@@ -202,7 +203,8 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 			temporal.NewSearchAttributeKeyKeyword("Verb").ValueSet(string(v)),
 		),
 	}
-	run, err := s.temporal.ExecuteWorkflow(ctx, opts, spec.Workflow, in)
+	// Its payloads are encrypted with the tenant's key.
+	run, err := s.temporal.ExecuteWorkflow(codec.WithTenant(ctx, n.TenantID), opts, spec.Workflow, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		if info := s.runningWorkflow(ctx, n.ID); info != nil {

@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
@@ -136,7 +137,7 @@ func (s metal) Abort(ctx context.Context, r *connect.Request[v1.AbortRequest]) (
 		return nil, errs.New(errs.InvalidState, "node %s (%s) runs no workflow: nothing to abort", n.ID, n.State)
 	}
 	id := wf.WorkflowID(n.ID)
-	if err := s.temporal.SignalWorkflow(ctx, id, "", wf.AbortSignal, r.Msg.Reason); err != nil {
+	if err := s.temporal.SignalWorkflow(codec.WithTenant(ctx, n.TenantID), id, "", wf.AbortSignal, r.Msg.Reason); err != nil {
 		return nil, errs.Wrap(errs.Unavailable, err, "signal %s", id)
 	}
 	if err := s.temporal.CancelWorkflow(ctx, id, ""); err != nil {

@@ -291,8 +291,9 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key *codec.Keyring)
 	if ln, err = cp.apiTLS(ln, cp.http); err != nil {
 		return err
 	}
+	hs := cp.http // Stop may clear cp.http before this goroutine runs
 	go func() {
-		if err := cp.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cp.log.Error("API server stopped", "err", err)
 		}
 	}()
