@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -39,13 +40,15 @@ func main() {
 }
 
 // drivers is the BMC driver registry: Redfish and IPMI.
-func drivers() map[string]siteagent.DriverFactory {
+// drivers is bcd site's BMC driver registry; the drivers log to log (what
+// each BMC was asked and answered, never a credential).
+func drivers(log *slog.Logger) map[string]siteagent.DriverFactory {
 	return map[string]siteagent.DriverFactory{
 		bmc.DriverRedfish: func(_ context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error) {
-			return redfish.New(redfish.Config{Address: addr, Credentials: creds})
+			return redfish.New(redfish.Config{Address: addr, Credentials: creds, Logger: log})
 		},
 		bmc.DriverIPMI: func(_ context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error) {
-			return ipmi.New(ipmi.Config{Address: addr, Credentials: creds})
+			return ipmi.New(ipmi.Config{Address: addr, Credentials: creds, Logger: log})
 		},
 	}
 }
@@ -109,7 +112,7 @@ func app() *cli.App {
 						RamdiskDir: c.String("ramdisk-dir"), AdvertiseHost: c.String("advertise-host"), BootStall: c.Duration("boot-stall"),
 						PXE: pxe.Config{Interface: c.String("pxe-interface"), ServerAddr: c.String("pxe-server-addr"),
 							BIOSFile: c.String("ipxe-bios"), EFIFile: c.String("ipxe-efi")},
-						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), BMCNetworks: bmcNets, BMCGate: gate, Drivers: drivers(), Logger: log, Tracer: tp})
+						MetricsListen: c.String("metrics-listen"), AllowEnv: c.StringSlice("allow-env"), BMCNetworks: bmcNets, BMCGate: gate, Drivers: drivers(log), Logger: log, Tracer: tp})
 				},
 			},
 			{
