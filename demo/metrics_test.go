@@ -156,7 +156,8 @@ func checkWiped(t *testing.T, d *demo.Demo, cp map[string]*dto.MetricFamily, nod
 }
 
 // checkBMC: a BMC call per attempt of each BMC command, under the driver
-// of its machine, all ok, each with its duration.
+// of its machine, all ok, each with its duration; every machine's BMC's
+// breaker closed.
 func checkBMC(t *testing.T, d *demo.Demo, site map[string]*dto.MetricFamily, nodes map[string]string, cmds []*v1.Command) {
 	t.Helper()
 	driver := map[string]string{}
@@ -182,6 +183,14 @@ func checkBMC(t *testing.T, d *demo.Demo, site map[string]*dto.MetricFamily, nod
 	}
 	if timed != calls {
 		t.Errorf("better_compute_bmc_call_duration_seconds counts %v calls, want %v", timed, calls)
+	}
+	bmcs := map[string]bool{}
+	for _, id := range nodes {
+		bmcs[node(t, d, id).GetBmcAddress()] = true
+	}
+	if diff := cmp.Diff(map[string]float64{"closed": float64(len(bmcs)), "failing": 0, "open": 0, "half-open": 0},
+		samples(site, "better_compute_bmc_breakers", "state")); diff != "" {
+		t.Errorf("better_compute_bmc_breakers, every BMC answering (-want +got):\n%s", diff)
 	}
 }
 

@@ -23,9 +23,10 @@ func listenMetrics(addr string) (net.Listener, error) {
 }
 
 // countInto has the agent's parts count into m: the boot table's
-// milestones, the image cache, the relayed commands, the BMC calls and the
-// image bytes written (proxy DHCP counts from its Config, set before it is
-// bound; the Temporal client records into m.Temporal()).
+// milestones, the image cache, the relayed commands, the BMC calls, the
+// image bytes written and the BMC breakers' states (proxy DHCP counts from
+// its Config, set before it is bound; the Temporal client records into
+// m.Temporal()).
 func (a *Agent) countInto(m *metrics.Site) {
 	a.metrics = m
 	a.boot.CountMilestones(m.Milestone)
@@ -33,6 +34,9 @@ func (a *Agent) countInto(m *metrics.Site) {
 	a.acts.Relayed = m.RelayedCommand
 	a.acts.BMCCalls = m.BMCCall
 	a.acts.ImageWrote = m.ImageWrote
+	if g := a.acts.BMCs; g != nil {
+		m.CountBreakers(func() map[string]int { return g.Breakers(time.Now()) })
+	}
 }
 
 // serveMetrics serves /metrics on ln, when there is one.

@@ -21,6 +21,7 @@ type Site struct {
 	BMCDuration  *prometheus.HistogramVec
 	ImageWritten prometheus.Counter
 	sdk          *sdkMetrics
+	breakers     *breakerCollector
 }
 
 // NewSite registers the site agent's families.
@@ -48,11 +49,33 @@ func NewSite() *Site {
 			Buckets: prometheus.ExponentialBuckets(0.005, 3, 11)}, []string{"driver", "call"}), // 5 ms to ~5 min
 		ImageWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "better_compute_image_written_bytes_total",
 			Help: "Bytes of OS images ramdisks wrote to disk, from the succeeded deploy.image results relayed."}),
-		sdk: newSDKMetrics(),
+		sdk:      newSDKMetrics(),
+		breakers: &breakerCollector{},
 	}
 	m.reg.MustRegister(m.PXE, m.Milestones, m.CacheLookups, m.CacheBytes, m.Relayed, m.BMCCalls, m.BMCDuration,
-		m.ImageWritten, m.sdk)
+		m.ImageWritten, m.sdk, m.breakers)
 	return m
+}
+
+// CountBreakers has each scrape ask states for the number of BMCs per
+// circuit breaker state. Call it before serving.
+func (m *Site) CountBreakers(states func() map[string]int) { m.breakers.states = states }
+
+var breakersDesc = prometheus.NewDesc("better_compute_bmc_breakers",
+	"BMCs the site agent has talked to, per circuit breaker state: closed, failing, open, half-open.", []string{"state"}, nil)
+
+// breakerCollector reads the breakers' states when scraped.
+type breakerCollector struct{ states func() map[string]int }
+
+func (c *breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakersDesc }
+
+func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.states == nil {
+		return
+	}
+	for state, n := range c.states() {
+		ch <- prometheus.MustNewConstMetric(breakersDesc, prometheus.GaugeValue, float64(n), state)
+	}
 }
 
 // Temporal is the handler the site's Temporal client records the SDK's

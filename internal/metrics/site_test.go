@@ -51,8 +51,8 @@ func TestSiteScrape(t *testing.T) {
 }
 
 // TestSiteBMCAndImages: BMC calls per driver, call and outcome with their
-// durations, and the bytes deploy.image wrote, come out of the site's
-// /metrics; a nil Site counts none of them.
+// durations, the breakers per state and the bytes deploy.image wrote come
+// out of the site's /metrics; a nil Site counts none of them.
 func TestSiteBMCAndImages(t *testing.T) {
 	var none *Site
 	none.BMCCall("redfish", "power.setPower", "ok", time.Second)
@@ -65,6 +65,7 @@ func TestSiteBMCAndImages(t *testing.T) {
 	m.ImageWrote(4096)
 	m.ImageWrote(1 << 20)
 	m.Temporal().Counter("temporal_request").Inc(1)
+	m.CountBreakers(func() map[string]int { return map[string]int{"closed": 3, "open": 1} })
 
 	fams := scrape(t, m.Handler())
 	tests := []struct {
@@ -77,6 +78,8 @@ func TestSiteBMCAndImages(t *testing.T) {
 		{"better_compute_bmc_calls_total", map[string]string{"driver": "ipmi", "call": "bmc.inspect", "outcome": "ok"}, 1},
 		{"better_compute_image_written_bytes_total", map[string]string{}, 4096 + 1<<20},
 		{"temporal_request_total", map[string]string{}, 1},
+		{"better_compute_bmc_breakers", map[string]string{"state": "closed"}, 3},
+		{"better_compute_bmc_breakers", map[string]string{"state": "open"}, 1},
 	}
 	for _, tt := range tests {
 		if got := value(fams, tt.name, tt.labels); got != tt.want {
