@@ -46,7 +46,8 @@ func bindError(iface string, port int, err error) error {
 		return errs.Wrap(errs.Unavailable, err, "port %s on %s is taken by another program (a DHCP or TFTP server: dnsmasq, isc-dhcp-server, kea, tftpd-hpa?); "+
 			"`ss -ulpn 'sport = :%d'` names it; stop it on this interface or run bcd site's network boot on a host without one", p, iface, port)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
-		return errs.Wrap(errs.Unavailable, err, "binding port %s on %s needs root or CAP_NET_BIND_SERVICE and CAP_NET_RAW; run bcd site as root or grant them", p, iface)
+		return errs.Wrap(errs.Unavailable, err, "binding port %s on %s needs root or CAP_NET_BIND_SERVICE (and CAP_NET_RAW before Linux 5.7, for SO_BINDTODEVICE); "+
+			"run bcd site as root or grant it (the Debian package's bcd-site.service does)", p, iface)
 	case errors.Is(err, unix.ENODEV):
 		return errs.Wrap(errs.InvalidInput, err, "the proxy-DHCP interface %q does not exist (`ip -br link` lists them)", iface)
 	}
