@@ -1,0 +1,44 @@
+package ipmibmc
+
+// chassisScript is ipmi_sim's chassis_control program: it keeps the power
+// (0 or 1) and the boot device ipmi_sim passes on (none, pxe, default for
+// the hard disk, cdrom, bios) in files of its directory, logs every set, and
+// lands power changes after the seconds in the file delay (0 when absent),
+// as real machines do. A power-on or reset appends the boot device to
+// boots, which the BMC's watcher turns into the machine's boot (watch.go).
+// ipmi_sim does not tell it when a boot-once override is consumed, so a
+// machine boots from the device last set until another is set.
+const chassisScript = `#!/bin/sh
+dir=$(dirname "$0")
+shift # the MC address
+op=$1; shift
+delay=$(cat "$dir/delay" 2>/dev/null || echo 0)
+power() { # power VALUE: now or after the delay, in the background
+	if [ "$1" = 1 ] && [ "$(cat "$dir/power")" = 0 ]; then cat "$dir/boot" >> "$dir/boots"; fi
+	if [ "$delay" = 0 ]; then echo "$1" > "$dir/power"; return; fi
+	( sleep "$delay"; echo "$1" > "$dir/power" ) >/dev/null 2>&1 &
+}
+case $op in
+get)
+	for p in "$@"; do
+		case $p in
+		power) echo "power:$(cat "$dir/power")" ;;
+		boot) echo "boot:$(cat "$dir/boot")" ;;
+		*) echo "unknown parameter $p"; exit 1 ;;
+		esac
+	done ;;
+set)
+	echo "$*" >> "$dir/log"
+	while [ $# -ge 2 ]; do
+		case $1 in
+		power) power "$2" ;;
+		shutdown) power 0 ;;
+		reset) cat "$dir/boot" >> "$dir/boots" ;;
+		boot) echo "$2" > "$dir/boot" ;;
+		*) echo "unknown parameter $1"; exit 1 ;;
+		esac
+		shift 2
+	done ;;
+*) exit 1 ;;
+esac
+`

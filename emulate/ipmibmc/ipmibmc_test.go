@@ -1,0 +1,101 @@
+package ipmibmc
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/testenv"
+)
+
+func needTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"ipmi_sim", "ipmitool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Missing(t, tool, "apt-get install openipmi ipmitool (./run installs them)")
+		}
+	}
+}
+
+// TestChassisControlBootsTheMachine: power on, reset and power cycle through
+// a real IPMI client (ipmitool, lanplus, cipher suite 3) each call OnBoot
+// once with the boot device set, and power off calls nothing; the BMC
+// reports the product UUID as its system GUID.
+func TestChassisControlBootsTheMachine(t *testing.T) {
+	t.Parallel()
+	needTools(t)
+	booted := make(chan bmc.BootDevice, 10)
+	const uuid = "4c4c4544-0042-3410-8057-b4c04f4d3332"
+	b, err := Start(t.TempDir(), Config{Username: "admin", Password: "nineteen-bytes-long", ProductUUID: uuid,
+		OnBoot: func(dev bmc.BootDevice) { booted <- dev }})
+	if err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(b.Close)
+	steps := []struct {
+		args []string
+		boot bmc.BootDevice // "" for no boot
+	}{
+		{[]string{"chassis", "bootdev", "pxe"}, ""},
+		{[]string{"chassis", "power", "on"}, bmc.BootPXE},
+		{[]string{"chassis", "bootdev", "disk"}, ""},
+		{[]string{"chassis", "power", "reset"}, bmc.BootDisk},
+		{[]string{"chassis", "power", "off"}, ""},
+		{[]string{"chassis", "bootdev", "pxe"}, ""},
+		{[]string{"chassis", "power", "on"}, bmc.BootPXE},
+	}
+	for _, st := range steps {
+		if out, err := b.IPMItool(st.args...); err != nil {
+			t.Fatalf("ipmitool %v = %v: %s", st.args, err, out)
+		}
+		select {
+		case dev := <-booted:
+			if dev != st.boot {
+				t.Errorf("OnBoot after ipmitool %v = %q, want %q", st.args, dev, st.boot)
+			}
+		case <-time.After(3 * poll):
+			if st.boot != "" {
+				t.Errorf("OnBoot after ipmitool %v not called, want %q", st.args, st.boot)
+			}
+		}
+	}
+	if b.Power() != bmc.On {
+		t.Errorf("Power() = %q, want on", b.Power())
+	}
+	want := []string{"boot pxe", "power 1", "boot default", "reset 1", "power 0", "boot pxe", "power 1"}
+	if diff := cmp.Diff(want, b.Lines("log")); diff != "" {
+		t.Errorf("chassis control log (-want +got):\n%s", diff)
+	}
+	if out, _ := b.IPMItool("mc", "guid"); !strings.Contains(out, uuid) {
+		t.Errorf("ipmitool mc guid = %q, want %s", out, uuid)
+	}
+	b.Close()
+	if out, err := b.IPMItool("chassis", "power", "status"); err == nil {
+		t.Errorf("ipmitool after Close() = %q, want no answer", out)
+	}
+}
+
+func TestStartRefusesBadLogins(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{
+		{Username: "admin", Password: "twenty-bytes-long-xx"},
+		{Username: "seventeen-bytes-x", Password: "pw"},
+		{Username: "admin", Password: `a"b`},
+		{Username: "admin", Password: "pw", ProductUUID: "not-a-uuid"},
+	} {
+		if _, err := Start(t.TempDir(), cfg); !errs.Is(err, errs.InvalidInput) {
+			t.Errorf("Start(%+v) = %v, want INVALID_INPUT", cfg, err)
+		}
+	}
+}
+
+func TestGUIDOf(t *testing.T) {
+	if got, err := guidOf("4c4c4544-0042-3410-8057-b4c04f4d3332"); got != "44454c4c420010348057b4c04f4d3332" || err != nil {
+		t.Errorf("guidOf() = %q, %v, want 44454c4c420010348057b4c04f4d3332", got, err)
+	}
+}
