@@ -48,6 +48,24 @@ func TestPackage(t *testing.T) {
 		}
 	})
 	t.Run("pxe-capability", func(t *testing.T) { checkPXECapability(t, root) })
+	t.Run("remove", func(t *testing.T) { checkRemove(t, root) })
+}
+
+// checkRemove removes the package (prerm, postrm), which keeps the
+// operator's configuration, then purges it, which does not.
+func checkRemove(t *testing.T, root string) {
+	conf := filepath.Join(root, "etc/better-compute/config.yaml")
+	run(t, "dpkg", "--root="+root, "--force-script-chrootless", "--remove", "better-compute")
+	if _, err := os.Stat(filepath.Join(root, "usr/bin/better-compute")); err == nil {
+		t.Errorf("dpkg --remove left /usr/bin/better-compute")
+	}
+	if _, err := os.Stat(conf); err != nil {
+		t.Errorf("dpkg --remove took the conffile config.yaml: %v", err)
+	}
+	run(t, "dpkg", "--root="+root, "--force-script-chrootless", "--purge", "better-compute")
+	if _, err := os.Stat(conf); err == nil {
+		t.Errorf("dpkg --purge left the conffile config.yaml")
+	}
 }
 
 // requireTools ends t unless this machine can build and install the package.
