@@ -128,6 +128,13 @@ func (s metal) enrollInput(ctx context.Context, tenant string, m *v1.EnrollReque
 	if pool.SiteID != m.SiteId {
 		return store.Node{}, nil, errs.Invalid("poolId", "pool %s is on site %s, not %s", pool.ID, pool.SiteID, m.SiteId)
 	}
+	site, err := s.store.GetSite(ctx, tenant, m.SiteId)
+	if err != nil {
+		return store.Node{}, nil, err
+	}
+	if err := checkSiteDriver(site, b.GetDriver()); err != nil {
+		return store.Node{}, nil, err
+	}
 	if hp, ok := s.hardware[pool.Policy.HardwareProfile]; ok && hp.Drivers.Power != b.GetDriver() {
 		return store.Node{}, nil, errs.Invalid("bmc.driver", "pool %s's hardware profile %s drives power with %s, not %s",
 			pool.ID, pool.Policy.HardwareProfile, hp.Drivers.Power, b.GetDriver())

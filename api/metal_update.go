@@ -43,6 +43,13 @@ func (s metal) Update(ctx context.Context, r *connect.Request[v1.UpdateNodeReque
 	if err := s.checkCredentialsRef(ctx, n.TenantID, r.Msg.GetBmc().GetCredentialsRef()); err != nil {
 		return nil, err
 	}
+	site, err := s.store.GetSite(ctx, n.TenantID, n.SiteID)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSiteDriver(site, target.Driver); err != nil {
+		return nil, err
+	}
 	if n.State.Active() || n.State == nodestate.Retired {
 		return nil, errs.New(errs.InvalidState, "node %s is %s: change its BMC settings once it rests (wait, or metal abort it), not while a verb runs", n.ID, n.State)
 	}

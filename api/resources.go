@@ -95,7 +95,7 @@ func (s sites) List(ctx context.Context, req *connect.Request[v1.ListSitesReques
 
 func siteOut(s store.Site) *v1.Site {
 	return &v1.Site{Id: s.ID, TenantId: s.TenantID, Kind: s.Kind, Region: s.Region, Key: s.Key,
-		LoopbackLab: s.LoopbackLab, ServeHosts: s.ServeHosts, CreatedAt: timestamppb.New(s.CreatedAt)}
+		LoopbackLab: s.LoopbackLab, ServeHosts: s.ServeHosts, BmcDrivers: s.BMCDrivers, CreatedAt: timestamppb.New(s.CreatedAt)}
 }
 
 type siteTokens struct{ *Server }

@@ -21,7 +21,8 @@ const renewOp = "site.renew"
 
 // startRenewal runs the renewal loop until Stop: a check at once, then one
 // every Config.RenewCheckEvery. A failed renewal is logged and retried at
-// the next check; it never stops the agent.
+// the next check; it never stops the agent. The loop also announces the
+// agent (announce) until the control plane took it.
 func (a *Agent) startRenewal() {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.stopRenewal, a.renewalDone = cancel, make(chan struct{})
@@ -29,7 +30,15 @@ func (a *Agent) startRenewal() {
 		defer close(a.renewalDone)
 		t := time.NewTicker(a.cfg.RenewCheckEvery)
 		defer t.Stop()
+		announced := false
 		for {
+			if !announced { // at start, and at each check until the control plane took it
+				err := a.announce(ctx)
+				announced = err == nil
+				if err != nil && ctx.Err() == nil {
+					a.log.Warn("cannot announce this agent's BMC drivers to the control plane; retrying at the next check", "err", err)
+				}
+			}
 			if err := a.renewIfDue(ctx); err != nil && ctx.Err() == nil {
 				leaf := a.id.certs.leaf()
 				a.log.Error("cannot renew the site agent's certificate; retrying at the next check. "+

@@ -10,11 +10,11 @@ import (
 	"github.com/better-compute/better-compute/ids"
 )
 
-const siteColumns = "id, tenant_id, kind, region, COALESCE(key, ''), loopback_lab, serve_hosts, created_at"
+const siteColumns = "id, tenant_id, kind, region, COALESCE(key, ''), loopback_lab, serve_hosts, created_at, bmc_drivers"
 
 func scanSite(row pgx.Row) (Site, error) {
 	var x Site
-	err := row.Scan(&x.ID, &x.TenantID, &x.Kind, &x.Region, &x.Key, &x.LoopbackLab, &x.ServeHosts, &x.CreatedAt)
+	err := row.Scan(&x.ID, &x.TenantID, &x.Kind, &x.Region, &x.Key, &x.LoopbackLab, &x.ServeHosts, &x.CreatedAt, &x.BMCDrivers)
 	return x, err
 }
 
@@ -103,4 +103,14 @@ func (s *Store) DeclareServeHosts(ctx context.Context, tenantID, siteID string, 
 		}
 		return nil
 	})
+}
+
+// SetSiteBMCDrivers records the BMC drivers the agent of site siteID (an
+// id its certificate proves) announced.
+func (s *Store) SetSiteBMCDrivers(ctx context.Context, siteID string, drivers []string) error {
+	tag, err := s.pool.Exec(ctx, "UPDATE sites SET bmc_drivers = $2 WHERE id = $1", siteID, nonNil(drivers))
+	if err == nil && tag.RowsAffected() == 0 {
+		return notFound("site", siteID).WithOp("store.SetSiteBMCDrivers")
+	}
+	return dbError("store.SetSiteBMCDrivers", err)
 }

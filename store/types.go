@@ -15,6 +15,9 @@ type Site struct {
 	// ServeHosts are the names and addresses the site's agent declared at
 	// its join; its serving certificates name only these.
 	ServeHosts []string
+	// BMCDrivers are the drivers the site's agent announced at its last
+	// start (none: no agent announced yet).
+	BMCDrivers []string
 	CreatedAt  time.Time
 }
 

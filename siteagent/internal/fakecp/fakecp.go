@@ -53,6 +53,8 @@ type CP struct {
 
 	mu       sync.Mutex
 	lastJoin *v1.JoinRequest
+	// announced are the BMC drivers the last Announce gave.
+	announced []string
 	// lastPeer is the serial of the last client certificate presented.
 	lastPeer string
 }
@@ -127,6 +129,21 @@ func (cp *CP) notePeer(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tlsKey{}, r.TLS)))
 	})
+}
+
+// Announce records what a site agent announced.
+func (cp *CP) Announce(_ context.Context, req *connect.Request[v1.AnnounceRequest]) (*connect.Response[v1.AnnounceResponse], error) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.announced = req.Msg.BmcDrivers
+	return connect.NewResponse(&v1.AnnounceResponse{}), nil
+}
+
+// Announced returns the BMC drivers the last Announce gave (nil: none came).
+func (cp *CP) Announced() []string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.announced
 }
 
 // Renew renews a verified site agent's certificates for the key of the

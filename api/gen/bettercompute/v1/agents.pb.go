@@ -22,6 +22,87 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AnnounceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The BMC drivers the site agent was built with (redfish, ipmi).
+	BmcDrivers    []string `protobuf:"bytes,1,rep,name=bmc_drivers,json=bmcDrivers,proto3" json:"bmc_drivers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnnounceRequest) Reset() {
+	*x = AnnounceRequest{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnnounceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnnounceRequest) ProtoMessage() {}
+
+func (x *AnnounceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnnounceRequest.ProtoReflect.Descriptor instead.
+func (*AnnounceRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AnnounceRequest) GetBmcDrivers() []string {
+	if x != nil {
+		return x.BmcDrivers
+	}
+	return nil
+}
+
+type AnnounceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnnounceResponse) Reset() {
+	*x = AnnounceResponse{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnnounceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnnounceResponse) ProtoMessage() {}
+
+func (x *AnnounceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnnounceResponse.ProtoReflect.Descriptor instead.
+func (*AnnounceResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{1}
+}
+
 type RenewRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The names and addresses the site agent's relay listener serves on, put
@@ -33,7 +114,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[0]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +126,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[0]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +139,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{0}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RenewRequest) GetServeHosts() []string {
@@ -84,7 +165,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[1]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +177,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[1]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,7 +190,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{1}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -169,7 +250,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[2]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +262,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[2]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +275,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{2}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JoinResponse) GetCertPem() []byte {
@@ -290,7 +371,7 @@ type ResolveSecretRequest struct {
 
 func (x *ResolveSecretRequest) Reset() {
 	*x = ResolveSecretRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[3]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +383,7 @@ func (x *ResolveSecretRequest) String() string {
 func (*ResolveSecretRequest) ProtoMessage() {}
 
 func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[3]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +396,7 @@ func (x *ResolveSecretRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretRequest.ProtoReflect.Descriptor instead.
 func (*ResolveSecretRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{3}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResolveSecretRequest) GetRef() string {
@@ -334,7 +415,7 @@ type ResolveSecretResponse struct {
 
 func (x *ResolveSecretResponse) Reset() {
 	*x = ResolveSecretResponse{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +427,7 @@ func (x *ResolveSecretResponse) String() string {
 func (*ResolveSecretResponse) ProtoMessage() {}
 
 func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[4]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +440,7 @@ func (x *ResolveSecretResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveSecretResponse.ProtoReflect.Descriptor instead.
 func (*ResolveSecretResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{4}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ResolveSecretResponse) GetValues() map[string]string {
@@ -382,7 +463,7 @@ type ReportAttemptRequest struct {
 
 func (x *ReportAttemptRequest) Reset() {
 	*x = ReportAttemptRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +475,7 @@ func (x *ReportAttemptRequest) String() string {
 func (*ReportAttemptRequest) ProtoMessage() {}
 
 func (x *ReportAttemptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[5]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +488,7 @@ func (x *ReportAttemptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAttemptRequest.ProtoReflect.Descriptor instead.
 func (*ReportAttemptRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{5}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReportAttemptRequest) GetWorkflowId() string {
@@ -446,7 +527,7 @@ type ReportAttemptResponse struct {
 
 func (x *ReportAttemptResponse) Reset() {
 	*x = ReportAttemptResponse{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[6]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +539,7 @@ func (x *ReportAttemptResponse) String() string {
 func (*ReportAttemptResponse) ProtoMessage() {}
 
 func (x *ReportAttemptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[6]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +552,7 @@ func (x *ReportAttemptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAttemptResponse.ProtoReflect.Descriptor instead.
 func (*ReportAttemptResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{6}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{8}
 }
 
 type DiscoverySighting struct {
@@ -491,7 +572,7 @@ type DiscoverySighting struct {
 
 func (x *DiscoverySighting) Reset() {
 	*x = DiscoverySighting{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +584,7 @@ func (x *DiscoverySighting) String() string {
 func (*DiscoverySighting) ProtoMessage() {}
 
 func (x *DiscoverySighting) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +597,7 @@ func (x *DiscoverySighting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverySighting.ProtoReflect.Descriptor instead.
 func (*DiscoverySighting) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DiscoverySighting) GetMac() string {
@@ -571,7 +652,7 @@ type ReportDiscoveriesRequest struct {
 
 func (x *ReportDiscoveriesRequest) Reset() {
 	*x = ReportDiscoveriesRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +664,7 @@ func (x *ReportDiscoveriesRequest) String() string {
 func (*ReportDiscoveriesRequest) ProtoMessage() {}
 
 func (x *ReportDiscoveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +677,7 @@ func (x *ReportDiscoveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportDiscoveriesRequest.ProtoReflect.Descriptor instead.
 func (*ReportDiscoveriesRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReportDiscoveriesRequest) GetItems() []*DiscoverySighting {
@@ -614,7 +695,7 @@ type ReportDiscoveriesResponse struct {
 
 func (x *ReportDiscoveriesResponse) Reset() {
 	*x = ReportDiscoveriesResponse{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +707,7 @@ func (x *ReportDiscoveriesResponse) String() string {
 func (*ReportDiscoveriesResponse) ProtoMessage() {}
 
 func (x *ReportDiscoveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,14 +720,18 @@ func (x *ReportDiscoveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportDiscoveriesResponse.ProtoReflect.Descriptor instead.
 func (*ReportDiscoveriesResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{11}
 }
 
 var File_bettercompute_v1_agents_proto protoreflect.FileDescriptor
 
 const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\n" +
-	"\x1dbettercompute/v1/agents.proto\x12\x10bettercompute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n" +
+	"\x1dbettercompute/v1/agents.proto\x12\x10bettercompute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"2\n" +
+	"\x0fAnnounceRequest\x12\x1f\n" +
+	"\vbmc_drivers\x18\x01 \x03(\tR\n" +
+	"bmcDrivers\"\x12\n" +
+	"\x10AnnounceResponse\"/\n" +
 	"\fRenewRequest\x12\x1f\n" +
 	"\vserve_hosts\x18\x01 \x03(\tR\n" +
 	"serveHosts\"~\n" +
@@ -696,10 +781,11 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\x05count\x18\x06 \x01(\x03R\x05count\"U\n" +
 	"\x18ReportDiscoveriesRequest\x129\n" +
 	"\x05items\x18\x01 \x03(\v2#.bettercompute.v1.DiscoverySightingR\x05items\"\x1b\n" +
-	"\x19ReportDiscoveriesResponse2\x9d\x01\n" +
+	"\x19ReportDiscoveriesResponse2\xf0\x01\n" +
 	"\vJoinService\x12E\n" +
 	"\x04Join\x12\x1d.bettercompute.v1.JoinRequest\x1a\x1e.bettercompute.v1.JoinResponse\x12G\n" +
-	"\x05Renew\x12\x1e.bettercompute.v1.RenewRequest\x1a\x1e.bettercompute.v1.JoinResponse2l\n" +
+	"\x05Renew\x12\x1e.bettercompute.v1.RenewRequest\x1a\x1e.bettercompute.v1.JoinResponse\x12Q\n" +
+	"\bAnnounce\x12!.bettercompute.v1.AnnounceRequest\x1a\".bettercompute.v1.AnnounceResponse2l\n" +
 	"\x0eSecretsService\x12Z\n" +
 	"\aResolve\x12&.bettercompute.v1.ResolveSecretRequest\x1a'.bettercompute.v1.ResolveSecretResponse2x\n" +
 	"\x14AgentCommandsService\x12`\n" +
@@ -719,38 +805,42 @@ func file_bettercompute_v1_agents_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_agents_proto_rawDescData
 }
 
-var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_bettercompute_v1_agents_proto_goTypes = []any{
-	(*RenewRequest)(nil),              // 0: bettercompute.v1.RenewRequest
-	(*JoinRequest)(nil),               // 1: bettercompute.v1.JoinRequest
-	(*JoinResponse)(nil),              // 2: bettercompute.v1.JoinResponse
-	(*ResolveSecretRequest)(nil),      // 3: bettercompute.v1.ResolveSecretRequest
-	(*ResolveSecretResponse)(nil),     // 4: bettercompute.v1.ResolveSecretResponse
-	(*ReportAttemptRequest)(nil),      // 5: bettercompute.v1.ReportAttemptRequest
-	(*ReportAttemptResponse)(nil),     // 6: bettercompute.v1.ReportAttemptResponse
-	(*DiscoverySighting)(nil),         // 7: bettercompute.v1.DiscoverySighting
-	(*ReportDiscoveriesRequest)(nil),  // 8: bettercompute.v1.ReportDiscoveriesRequest
-	(*ReportDiscoveriesResponse)(nil), // 9: bettercompute.v1.ReportDiscoveriesResponse
-	nil,                               // 10: bettercompute.v1.ResolveSecretResponse.ValuesEntry
-	(*timestamppb.Timestamp)(nil),     // 11: google.protobuf.Timestamp
+	(*AnnounceRequest)(nil),           // 0: bettercompute.v1.AnnounceRequest
+	(*AnnounceResponse)(nil),          // 1: bettercompute.v1.AnnounceResponse
+	(*RenewRequest)(nil),              // 2: bettercompute.v1.RenewRequest
+	(*JoinRequest)(nil),               // 3: bettercompute.v1.JoinRequest
+	(*JoinResponse)(nil),              // 4: bettercompute.v1.JoinResponse
+	(*ResolveSecretRequest)(nil),      // 5: bettercompute.v1.ResolveSecretRequest
+	(*ResolveSecretResponse)(nil),     // 6: bettercompute.v1.ResolveSecretResponse
+	(*ReportAttemptRequest)(nil),      // 7: bettercompute.v1.ReportAttemptRequest
+	(*ReportAttemptResponse)(nil),     // 8: bettercompute.v1.ReportAttemptResponse
+	(*DiscoverySighting)(nil),         // 9: bettercompute.v1.DiscoverySighting
+	(*ReportDiscoveriesRequest)(nil),  // 10: bettercompute.v1.ReportDiscoveriesRequest
+	(*ReportDiscoveriesResponse)(nil), // 11: bettercompute.v1.ReportDiscoveriesResponse
+	nil,                               // 12: bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	(*timestamppb.Timestamp)(nil),     // 13: google.protobuf.Timestamp
 }
 var file_bettercompute_v1_agents_proto_depIdxs = []int32{
-	10, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
-	11, // 1: bettercompute.v1.DiscoverySighting.first_seen:type_name -> google.protobuf.Timestamp
-	11, // 2: bettercompute.v1.DiscoverySighting.last_seen:type_name -> google.protobuf.Timestamp
-	7,  // 3: bettercompute.v1.ReportDiscoveriesRequest.items:type_name -> bettercompute.v1.DiscoverySighting
-	1,  // 4: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
-	0,  // 5: bettercompute.v1.JoinService.Renew:input_type -> bettercompute.v1.RenewRequest
-	3,  // 6: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
-	5,  // 7: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
-	8,  // 8: bettercompute.v1.DiscoveriesService.Report:input_type -> bettercompute.v1.ReportDiscoveriesRequest
-	2,  // 9: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
-	2,  // 10: bettercompute.v1.JoinService.Renew:output_type -> bettercompute.v1.JoinResponse
-	4,  // 11: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
-	6,  // 12: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
-	9,  // 13: bettercompute.v1.DiscoveriesService.Report:output_type -> bettercompute.v1.ReportDiscoveriesResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
+	12, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	13, // 1: bettercompute.v1.DiscoverySighting.first_seen:type_name -> google.protobuf.Timestamp
+	13, // 2: bettercompute.v1.DiscoverySighting.last_seen:type_name -> google.protobuf.Timestamp
+	9,  // 3: bettercompute.v1.ReportDiscoveriesRequest.items:type_name -> bettercompute.v1.DiscoverySighting
+	3,  // 4: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
+	2,  // 5: bettercompute.v1.JoinService.Renew:input_type -> bettercompute.v1.RenewRequest
+	0,  // 6: bettercompute.v1.JoinService.Announce:input_type -> bettercompute.v1.AnnounceRequest
+	5,  // 7: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
+	7,  // 8: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
+	10, // 9: bettercompute.v1.DiscoveriesService.Report:input_type -> bettercompute.v1.ReportDiscoveriesRequest
+	4,  // 10: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
+	4,  // 11: bettercompute.v1.JoinService.Renew:output_type -> bettercompute.v1.JoinResponse
+	1,  // 12: bettercompute.v1.JoinService.Announce:output_type -> bettercompute.v1.AnnounceResponse
+	6,  // 13: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
+	8,  // 14: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
+	11, // 15: bettercompute.v1.DiscoveriesService.Report:output_type -> bettercompute.v1.ReportDiscoveriesResponse
+	10, // [10:16] is the sub-list for method output_type
+	4,  // [4:10] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -767,7 +857,7 @@ func file_bettercompute_v1_agents_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_agents_proto_rawDesc), len(file_bettercompute_v1_agents_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -265,7 +265,10 @@ type Site struct {
 	LoopbackLab bool `protobuf:"varint,7,opt,name=loopback_lab,json=loopbackLab,proto3" json:"loopback_lab,omitempty"`
 	// The names and addresses the site's agent declared at its join: its
 	// serving certificates name only these.
-	ServeHosts    []string `protobuf:"bytes,8,rep,name=serve_hosts,json=serveHosts,proto3" json:"serve_hosts,omitempty"`
+	ServeHosts []string `protobuf:"bytes,8,rep,name=serve_hosts,json=serveHosts,proto3" json:"serve_hosts,omitempty"`
+	// The BMC drivers the site's agent announced at its last start; empty
+	// until an agent announced (enroll then checks nothing).
+	BmcDrivers    []string `protobuf:"bytes,9,rep,name=bmc_drivers,json=bmcDrivers,proto3" json:"bmc_drivers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -352,6 +355,13 @@ func (x *Site) GetLoopbackLab() bool {
 func (x *Site) GetServeHosts() []string {
 	if x != nil {
 		return x.ServeHosts
+	}
+	return nil
+}
+
+func (x *Site) GetBmcDrivers() []string {
+	if x != nil {
+		return x.BmcDrivers
 	}
 	return nil
 }
@@ -2974,7 +2984,7 @@ const file_bettercompute_v1_resources_proto_rawDesc = "" +
 	"\x05token\x18\x02 \x01(\tR\x05token\"\x14\n" +
 	"\x12ListTenantsRequest\"E\n" +
 	"\x13ListTenantsResponse\x12.\n" +
-	"\x05items\x18\x01 \x03(\v2\x18.bettercompute.v1.TenantR\x05items\"\xf0\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.bettercompute.v1.TenantR\x05items\"\x91\x02\n" +
 	"\x04Site\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\ttenant_id\x18\x02 \x01(\tR\btenantId\x12\x12\n" +
@@ -2985,7 +2995,9 @@ const file_bettercompute_v1_resources_proto_rawDesc = "" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12!\n" +
 	"\floopback_lab\x18\a \x01(\bR\vloopbackLab\x12\x1f\n" +
 	"\vserve_hosts\x18\b \x03(\tR\n" +
-	"serveHosts\"\x91\x01\n" +
+	"serveHosts\x12\x1f\n" +
+	"\vbmc_drivers\x18\t \x03(\tR\n" +
+	"bmcDrivers\"\x91\x01\n" +
 	"\x11CreateSiteRequest\x12\x1b\n" +
 	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +

@@ -43,6 +43,8 @@ const (
 	JoinServiceJoinProcedure = "/bettercompute.v1.JoinService/Join"
 	// JoinServiceRenewProcedure is the fully-qualified name of the JoinService's Renew RPC.
 	JoinServiceRenewProcedure = "/bettercompute.v1.JoinService/Renew"
+	// JoinServiceAnnounceProcedure is the fully-qualified name of the JoinService's Announce RPC.
+	JoinServiceAnnounceProcedure = "/bettercompute.v1.JoinService/Announce"
 	// SecretsServiceResolveProcedure is the fully-qualified name of the SecretsService's Resolve RPC.
 	SecretsServiceResolveProcedure = "/bettercompute.v1.SecretsService/Resolve"
 	// AgentCommandsServiceReportAttemptProcedure is the fully-qualified name of the
@@ -61,6 +63,10 @@ type JoinServiceClient interface {
 	// and identity (and a serving certificate when serve_hosts are given),
 	// with the same settings as its join. Only site agents renew.
 	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error)
+	// Announce tells the control plane, over mTLS with the site agent's
+	// certificate, what the running agent can do, at each start: enroll
+	// refuses a node whose BMC driver the site's agent lacks.
+	Announce(context.Context, *connect.Request[v1.AnnounceRequest]) (*connect.Response[v1.AnnounceResponse], error)
 }
 
 // NewJoinServiceClient constructs a client for the bettercompute.v1.JoinService service. By
@@ -86,13 +92,20 @@ func NewJoinServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(joinServiceMethods.ByName("Renew")),
 			connect.WithClientOptions(opts...),
 		),
+		announce: connect.NewClient[v1.AnnounceRequest, v1.AnnounceResponse](
+			httpClient,
+			baseURL+JoinServiceAnnounceProcedure,
+			connect.WithSchema(joinServiceMethods.ByName("Announce")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // joinServiceClient implements JoinServiceClient.
 type joinServiceClient struct {
-	join  *connect.Client[v1.JoinRequest, v1.JoinResponse]
-	renew *connect.Client[v1.RenewRequest, v1.JoinResponse]
+	join     *connect.Client[v1.JoinRequest, v1.JoinResponse]
+	renew    *connect.Client[v1.RenewRequest, v1.JoinResponse]
+	announce *connect.Client[v1.AnnounceRequest, v1.AnnounceResponse]
 }
 
 // Join calls bettercompute.v1.JoinService.Join.
@@ -105,6 +118,11 @@ func (c *joinServiceClient) Renew(ctx context.Context, req *connect.Request[v1.R
 	return c.renew.CallUnary(ctx, req)
 }
 
+// Announce calls bettercompute.v1.JoinService.Announce.
+func (c *joinServiceClient) Announce(ctx context.Context, req *connect.Request[v1.AnnounceRequest]) (*connect.Response[v1.AnnounceResponse], error) {
+	return c.announce.CallUnary(ctx, req)
+}
+
 // JoinServiceHandler is an implementation of the bettercompute.v1.JoinService service.
 type JoinServiceHandler interface {
 	Join(context.Context, *connect.Request[v1.JoinRequest]) (*connect.Response[v1.JoinResponse], error)
@@ -113,6 +131,10 @@ type JoinServiceHandler interface {
 	// and identity (and a serving certificate when serve_hosts are given),
 	// with the same settings as its join. Only site agents renew.
 	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error)
+	// Announce tells the control plane, over mTLS with the site agent's
+	// certificate, what the running agent can do, at each start: enroll
+	// refuses a node whose BMC driver the site's agent lacks.
+	Announce(context.Context, *connect.Request[v1.AnnounceRequest]) (*connect.Response[v1.AnnounceResponse], error)
 }
 
 // NewJoinServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -134,12 +156,20 @@ func NewJoinServiceHandler(svc JoinServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(joinServiceMethods.ByName("Renew")),
 		connect.WithHandlerOptions(opts...),
 	)
+	joinServiceAnnounceHandler := connect.NewUnaryHandler(
+		JoinServiceAnnounceProcedure,
+		svc.Announce,
+		connect.WithSchema(joinServiceMethods.ByName("Announce")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.v1.JoinService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case JoinServiceJoinProcedure:
 			joinServiceJoinHandler.ServeHTTP(w, r)
 		case JoinServiceRenewProcedure:
 			joinServiceRenewHandler.ServeHTTP(w, r)
+		case JoinServiceAnnounceProcedure:
+			joinServiceAnnounceHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -155,6 +185,10 @@ func (UnimplementedJoinServiceHandler) Join(context.Context, *connect.Request[v1
 
 func (UnimplementedJoinServiceHandler) Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.JoinService.Renew is not implemented"))
+}
+
+func (UnimplementedJoinServiceHandler) Announce(context.Context, *connect.Request[v1.AnnounceRequest]) (*connect.Response[v1.AnnounceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.JoinService.Announce is not implemented"))
 }
 
 // SecretsServiceClient is a client for the bettercompute.v1.SecretsService service.
