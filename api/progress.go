@@ -2,13 +2,17 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
@@ -40,8 +44,8 @@ func (s *Server) pendingOf(ctx context.Context, nodeID string) map[string]pendin
 	for _, pa := range d.GetPendingActivities() {
 		p := pending{kind: pa.GetActivityType().GetName(), step: pa.GetActivityId(),
 			running: pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED, attempt: pa.GetAttempt()}
-		if pa.GetAttempt() > 1 {
-			p.lastFailure = pa.GetLastFailure().GetMessage()
+		if pa.GetAttempt() > 1 && pa.GetLastFailure() != nil {
+			p.lastFailure = s.failureMessage(pa.GetLastFailure())
 		}
 		if hb := pa.GetHeartbeatDetails(); hb != nil {
 			_ = s.dc.FromPayloads(hb, &p.progress)
@@ -49,6 +53,17 @@ func (s *Server) pendingOf(ctx context.Context, nodeID string) map[string]pendin
 		out[p.step] = p
 	}
 	return out
+}
+
+// failureMessage is a failure's message, decoded: the payload codec moves
+// it into the failure's encoded attributes ("Encoded failure" in clear).
+func (s *Server) failureMessage(f *failurepb.Failure) string {
+	err := codec.NewFailureConverter(s.dc).FailureToError(f)
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	return err.Error()
 }
 
 // describeProgress says what a progress report means to an operator.

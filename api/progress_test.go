@@ -12,7 +12,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
 	"github.com/better-compute/better-compute/store"
@@ -43,6 +45,10 @@ func TestNodeProgressShowsBMCAndRetries(t *testing.T) {
 		return ps
 	}
 	const down = "BMC 10.0.0.5:623 unreachable since 17:02:11Z: BMC 10.0.0.5:623 did not answer in time"
+	// As the site agent's failure converter sends them: the message encoded.
+	failure := func(msg string) *failurepb.Failure {
+		return codec.NewFailureConverter(dc).ErrorToFailure(temporal.NewApplicationError(msg, "DRIVER_ERROR"))
+	}
 	power := &commonpb.ActivityType{Name: kinds.PowerSetPower}
 	tests := []struct {
 		name string
@@ -54,10 +60,10 @@ func TestNodeProgressShowsBMCAndRetries(t *testing.T) {
 			"power.setPower: " + down},
 		{"retrying", &workflowpb.PendingActivityInfo{ActivityId: "03.power.setPower", ActivityType: power,
 			State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 3,
-			LastFailure: &failurepb.Failure{Message: "power.setPower: DRIVER_ERROR: " + down + " (the site agent sends it nothing until 17:02:41Z, then tries once)"}},
+			LastFailure: failure("power.setPower: DRIVER_ERROR: " + down + " (the site agent sends it nothing until 17:02:41Z, then tries once)")},
 			"power.setPower: retrying (attempt 3): DRIVER_ERROR: " + down + " (the site agent sends it nothing until 17:02:41Z, then tries once)"},
 		{"a retry that progresses", &workflowpb.PendingActivityInfo{ActivityId: "07.deploy.image", ActivityType: &commonpb.ActivityType{Name: "deploy.image"},
-			State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 2, LastFailure: &failurepb.Failure{Message: "read error"},
+			State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 2, LastFailure: failure("read error"),
 			HeartbeatDetails: beat(kinds.Progress{Bytes: 3 << 20, Total: 8 << 20})},
 			"deploy.image: 3 of 8 MiB"},
 	}
@@ -75,7 +81,8 @@ func TestNodeProgressShowsBMCAndRetries(t *testing.T) {
 // waits on, and nothing for a node at rest.
 func TestListProgress(t *testing.T) {
 	pa := &workflowpb.PendingActivityInfo{ActivityId: "02.bmc.inspect", ActivityType: &commonpb.ActivityType{Name: kinds.BMCInspect},
-		State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2, LastFailure: &failurepb.Failure{Message: "bmc.inspect: DRIVER_ERROR: BMC 10.0.0.5:623 unreachable since 17:02:11Z: refused"}}
+		State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2, LastFailure: codec.NewFailureConverter(converter.GetDefaultDataConverter()).ErrorToFailure(
+			temporal.NewApplicationError("bmc.inspect: DRIVER_ERROR: BMC 10.0.0.5:623 unreachable since 17:02:11Z: refused", "DRIVER_ERROR"))}
 	s := &Server{temporal: describing{pending: []*workflowpb.PendingActivityInfo{pa}}, dc: converter.GetDefaultDataConverter()}
 	got := s.listProgress(context.Background(), []store.Node{{ID: "node_1", State: nodestate.Enrolling}, {ID: "node_2", State: nodestate.Ready}})
 	want := map[string]string{"node_1": "bmc.inspect: retrying (attempt 2): DRIVER_ERROR: BMC 10.0.0.5:623 unreachable since 17:02:11Z: refused"}
