@@ -27,6 +27,7 @@ import (
 
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/store"
 )
 
@@ -128,8 +129,8 @@ func containsValue(ss []secret, v []byte) bool {
 }
 
 // secretsIn collects the secrets kept in files under dir: the root API token
-// (root-token), site tokens (site-token*) and every private key (*.key; PostgreSQL's
-// directory left out).
+// (root-token), site tokens (site-token*), the key file (master.key) and every
+// private key (*.key; PostgreSQL's directory left out).
 func secretsIn(t *testing.T, dir string) []secret {
 	t.Helper()
 	var out []secret
@@ -150,6 +151,12 @@ func secretsIn(t *testing.T, dir string) []secret {
 				return err
 			}
 			out = append(out, tokenSecret(rel, string(b))...)
+		case name == controlplane.KeyFile: // 32 raw bytes, not PEM
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out = append(out, keySecret(rel, b)...)
 		case strings.HasSuffix(name, ".key"):
 			b, err := os.ReadFile(p)
 			if err != nil {
