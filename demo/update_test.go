@@ -1,3 +1,5 @@
+//go:build fakehw
+
 package demo_test
 
 import (
