@@ -20,6 +20,7 @@ import (
 
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/emulate"
+	"github.com/better-compute/better-compute/emulate/ipmibmc"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/siteagent"
 )
@@ -31,6 +32,10 @@ type Config struct {
 	DataDir  string // wiped at start: an emulated rack's BMCs change every run
 	Out      io.Writer
 	Logger   *slog.Logger // the control plane's, and every other process's unless set below
+
+	// IPMI is how many of the machines (the last) have an IPMI BMC,
+	// ipmi_sim, in a pool of their own; the others have Redfish BMCs.
+	IPMI int
 
 	// Each process's own logger (nil: Logger).
 	TemporalLogger, SiteLogger, RackLogger, BMCLogger, RamdiskLogger *slog.Logger
@@ -65,6 +70,7 @@ type Demo struct {
 	Image *ImageServer
 	// What Setup registered.
 	SiteID, PoolID, ImageID, Profile string
+	IPMIPoolID                       string // the IPMI machines' pool (a hardware profile fixes the power driver)
 	started                          time.Time
 	mu                               sync.Mutex
 	last                             map[string]string // node → last state printed
@@ -75,6 +81,11 @@ type Demo struct {
 // registers the site, pool, image and profile. Stop stops it all.
 func Start(ctx context.Context, cfg Config) (d *Demo, err error) {
 	cfg = withDefaults(cfg)
+	if cfg.IPMI > 0 { // before anything starts: say what to install
+		if err := ipmibmc.NeedSim(); err != nil {
+			return nil, err
+		}
+	}
 	started := &Demo{cfg: cfg, started: time.Now()}
 	d = started
 	defer func() {
@@ -153,6 +164,9 @@ hardwareProfiles:
   emulated-redfish:
     description: emulated machines with Redfish BMCs, PXE-booted by the site agent
     drivers: {power: redfish, management: redfish, boot: ipxe, deploy: image-stream}
+  emulated-ipmi:
+    description: emulated machines with IPMI BMCs (ipmi_sim), PXE-booted by the site agent
+    drivers: {power: ipmi, management: ipmi, boot: ipxe, deploy: image-stream}
 `
 
 // Stop stops everything, newest first. Safe to call twice.

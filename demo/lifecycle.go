@@ -9,15 +9,21 @@ import (
 	"connectrpc.com/connect"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/errs"
 )
 
 // Enroll enrolls an emulated machine by its BMC, as an operator would. The
 // BMC password goes inline, so the control plane stores it as a secret://
-// reference.
+// reference. An IPMI machine goes to the IPMI pool with its MACs (--macs),
+// which its BMC cannot report.
 func (d *Demo) Enroll(ctx context.Context, m emulate.MachineInfo) (string, error) {
-	r, err := d.API.Metal.Enroll(ctx, connect.NewRequest(&v1.EnrollRequest{SiteId: d.SiteID, PoolId: d.PoolID,
+	pool, macs := d.PoolID, []string(nil)
+	if m.BMCDriver == bmc.DriverIPMI {
+		pool, macs = d.IPMIPoolID, m.MACs
+	}
+	r, err := d.API.Metal.Enroll(ctx, connect.NewRequest(&v1.EnrollRequest{SiteId: d.SiteID, PoolId: pool, Macs: macs,
 		Bmc: &v1.Bmc{Address: m.BMCAddress, Driver: m.BMCDriver,
 			Credentials: &v1.BmcCredentials{Username: m.BMCUsername, Password: d.cfg.BMCPassword}}}))
 	if err != nil {

@@ -52,6 +52,14 @@ func (d *Demo) register(ctx context.Context) error {
 		return fmt.Errorf("pools.create: %w", err)
 	}
 	d.PoolID = pool.Msg.Pool.Id
+	if d.cfg.IPMI > 0 {
+		ipmiPool, err := d.API.Pools.Create(ctx, connect.NewRequest(&v1.CreatePoolRequest{SiteId: d.SiteID, Class: "metal-host",
+			Policy: &v1.PoolPolicy{HardwareProfile: "emulated-ipmi"}}))
+		if err != nil {
+			return fmt.Errorf("pools.create(emulated-ipmi): %w", err)
+		}
+		d.IPMIPoolID = ipmiPool.Msg.Pool.Id
+	}
 	if d.Image, err = NewImageServer(d.cfg.ImageSize); err != nil {
 		return err
 	}
@@ -70,13 +78,14 @@ func (d *Demo) register(ctx context.Context) error {
 	d.Profile = DemoProfile
 	d.say("pool %s, image %s (%d MiB, zstd %d KiB), profile %s v1 registered", d.PoolID, d.ImageID,
 		d.Image.Raw>>20, d.Image.Size>>10, DemoProfile)
-	d.Rack, err = emulate.Start(ctx, emulate.Config{Machines: d.cfg.Machines, Dir: filepath.Join(d.cfg.DataDir, "rack"),
+	d.Rack, err = emulate.Start(ctx, emulate.Config{Machines: d.cfg.Machines, IPMI: d.cfg.IPMI, Dir: filepath.Join(d.cfg.DataDir, "rack"),
 		BootURL: d.Agent.BootURL(), Username: "admin", Password: d.cfg.BMCPassword, Logger: d.cfg.RackLogger,
 		BMCLogger: d.cfg.BMCLogger, RamdiskLogger: d.cfg.RamdiskLogger, RamdiskTracer: d.cfg.Tracer})
 	if err != nil {
 		return err
 	}
-	d.say("emulated rack of %d machines started", d.cfg.Machines)
+	d.say("emulated rack of %d machines started (%d with Redfish BMCs, %d with IPMI BMCs)", d.cfg.Machines,
+		d.cfg.Machines-d.cfg.IPMI, d.cfg.IPMI)
 	return nil
 }
 

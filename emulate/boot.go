@@ -131,11 +131,11 @@ func (m *machine) watchPower() {
 			return
 		case <-t.C:
 		}
-		if m.bmc.State().Power != bmc.Off || m.state().BootedInto == BootedOff {
+		if m.bmc.power() != bmc.Off || m.state().BootedInto == BootedOff {
 			continue
 		}
 		m.bootMu.Lock()
-		if m.bmc.State().Power == bmc.Off { // not booted again meanwhile
+		if m.bmc.power() == bmc.Off { // not booted again meanwhile
 			m.stopRamdisk()
 			m.mu.Lock()
 			m.st.BootedInto, m.st.Kexeced = BootedOff, false

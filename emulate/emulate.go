@@ -31,6 +31,11 @@ type Config struct {
 	// BootURL is the site agent's HTTP boot listener, what DHCP would give
 	// iPXE (http://host:port). Required.
 	BootURL string
+	// IPMI is how many of the machines (the last) have an IPMI BMC,
+	// OpenIPMI's ipmi_sim (emulate/ipmibmc), instead of a Redfish one. An
+	// IPMI BMC reports no MAC: enroll those machines with the MACs Machines
+	// prints.
+	IPMI int
 	// DisksPerMachine are the disk sizes in bytes; default 2 TiB and 16 TiB
 	// (sparse; on ext4 a 16 TiB file stops 1 MiB short).
 	DisksPerMachine []int64
@@ -60,7 +65,7 @@ const (
 // MachineInfo is what an operator needs to enroll a machine.
 type MachineInfo struct {
 	Name        string   `json:"name"`
-	BMCAddress  string   `json:"bmcAddress"` // the emulated BMC's system URL
+	BMCAddress  string   `json:"bmcAddress"` // the Redfish BMC's system URL, or ipmi://127.0.0.1:PORT
 	BMCDriver   string   `json:"bmcDriver"`
 	BMCUsername string   `json:"bmcUsername"`
 	MACs        []string `json:"macs"`
@@ -79,7 +84,9 @@ type MachineState struct {
 
 	// What the machine was sent, for tests of the exact sequence: the
 	// machine-changing Redfish requests its BMC accepted, in order
-	// (redfishbmc.State.Calls: "power:<ResetType>", "boot:<Target>/<Enabled>"),
+	// (redfishbmc.State.Calls: "power:<ResetType>", "boot:<Target>/<Enabled>";
+	// an IPMI BMC's: what ipmi_sim asked its chassis control to set, "boot
+	// pxe", "power 1", "reset 1"),
 	// and the command kinds its ramdisks ran, in order, across boots.
 	BMCCalls   []string
 	RamdiskRan []string
@@ -126,6 +133,9 @@ func (c *Config) fill() error {
 	}
 	if c.Machines < 0 || c.Machines > 254 {
 		return errs.Invalid("machines", "%d machines: use 1 to 254", c.Machines)
+	}
+	if err := c.checkIPMI(); err != nil {
+		return err
 	}
 	if c.Dir == "" {
 		return errs.Invalid("dir", "the emulated rack needs a directory for its disks")

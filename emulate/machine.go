@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,7 +36,7 @@ type machine struct {
 	dir   string
 	id    identity
 	disks []disk.Disk
-	bmc   *redfishbmc.BMC
+	bmc   machineBMC
 	log   *slog.Logger
 
 	bootMu    sync.Mutex  // serializes boots and power-offs
@@ -64,17 +63,9 @@ func (r *Rack) newMachine(i int) (*machine, error) {
 	if err := m.makeDisks(r.cfg.DisksPerMachine); err != nil {
 		return nil, err
 	}
-	m.bmc, err = redfishbmc.New(redfishbmc.Config{Username: r.cfg.Username, Password: r.cfg.Password, UUID: m.id.UUID,
-		MACs: m.id.MACs, HideNICs: r.cfg.BMCsHideMACs, MockupDir: r.cfg.MockupDir, CPUs: 1, CPUThreads: 4, MemoryBytes: 8 << 30,
-		OnBoot: m.onBoot, Logger: r.cfg.BMCLogger.With("machine", name)})
-	if err != nil {
+	if m.bmc, err = m.startBMC(i); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "listen for the BMC of %s", name)
-	}
-	m.bmc.Start(ln)
 	m.watchUp = make(chan struct{})
 	r.wg.Add(1)
 	go m.watchPower()
@@ -136,7 +127,7 @@ func (m *machine) makeDisks(sizes []int64) error {
 }
 
 func (m *machine) info() MachineInfo {
-	return MachineInfo{Name: m.name, BMCAddress: m.bmc.SystemURL(), BMCDriver: bmc.DriverRedfish,
+	return MachineInfo{Name: m.name, BMCAddress: m.bmc.address(), BMCDriver: m.bmc.driver(),
 		BMCUsername: m.rack.cfg.Username, MACs: append([]string(nil), m.id.MACs...), ProductUUID: m.id.UUID}
 }
 
@@ -144,9 +135,9 @@ func (m *machine) state() MachineState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.st
-	s.Power = string(m.bmc.State().Power)
+	s.Power = string(m.bmc.power())
 	s.Tokens = append([]string(nil), m.st.Tokens...)
-	s.BMCCalls = m.bmc.State().Calls
+	s.BMCCalls = m.bmc.calls()
 	s.RamdiskRan = append([]string(nil), m.st.RamdiskRan...)
 	return s
 }
@@ -155,6 +146,6 @@ func (m *machine) close() {
 	m.bootMu.Lock()
 	m.stopRamdisk()
 	m.bootMu.Unlock()
-	m.bmc.Close()
+	m.bmc.close()
 	<-m.watchUp
 }

@@ -145,9 +145,10 @@ func app() *cli.App {
 			},
 			{
 				Name:  "emulate",
-				Usage: "run an emulated rack of machines with Redfish BMCs on loopback and print them as JSON (fakehw builds)",
+				Usage: "run an emulated rack of machines with Redfish or IPMI BMCs on loopback and print them as JSON (fakehw builds)",
 				Flags: []cli.Flag{
 					&cli.IntFlag{Name: "machines", Value: 3},
+					&cli.IntFlag{Name: "ipmi", Usage: "how many of the machines (the last) have IPMI BMCs, OpenIPMI's ipmi_sim"},
 					&cli.StringFlag{Name: "dir", Value: "./rack"},
 					&cli.StringFlag{Name: "boot-url", Required: true, Usage: "the site agent's boot listener, http://host:port"},
 					&cli.StringFlag{Name: "bmc-username", Value: "admin"},
@@ -160,7 +161,7 @@ func app() *cli.App {
 					if err != nil {
 						return err
 					}
-					return emulate.Run(c.Context, emulate.Config{Machines: c.Int("machines"), Dir: c.String("dir"),
+					return emulate.Run(c.Context, emulate.Config{Machines: c.Int("machines"), IPMI: c.Int("ipmi"), Dir: c.String("dir"),
 						BootURL: c.String("boot-url"), Username: c.String("bmc-username"),
 						Password: string(trimNL(pw)), MockupDir: c.String("redfish-mockup"),
 						Logger: logflag.Logger(c)}, c.App.Writer)

@@ -17,6 +17,7 @@ func demoCommand() *cli.Command {
 		Usage: "control plane, site agent and an emulated rack in one process; every machine goes through its lifecycle (build with -tags fakehw)",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "machines", Value: 3},
+			&cli.IntFlag{Name: "ipmi", Value: 1, Usage: "how many of the machines have IPMI BMCs (OpenIPMI's ipmi_sim); the rest have Redfish BMCs"},
 			&cli.BoolFlag{Name: "once", Usage: "exit after the loop; non-zero if a machine failed"},
 			&cli.StringFlag{Name: "data-dir", Value: demo.DefaultDataDir, Usage: "wiped at start"},
 			&cli.StringFlag{Name: "listen", Value: controlplane.DefaultListen},
@@ -33,7 +34,7 @@ func demoCommand() *cli.Command {
 				return err
 			}
 			defer tracing.Stop(stop, log)
-			return demo.Run(c.Context, demo.Config{Machines: c.Int("machines"), Once: c.Bool("once"),
+			return demo.Run(c.Context, demo.Config{Machines: c.Int("machines"), IPMI: c.Int("ipmi"), Once: c.Bool("once"),
 				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: log, Tracer: tp,
 				Listen: c.String("listen"), TemporalListen: c.String("temporal-listen"),
 				UIListen: c.String("ui-listen"), AgentsListen: c.String("agents-listen")})
