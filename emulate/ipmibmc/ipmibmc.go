@@ -79,11 +79,14 @@ func Start(dir string, cfg Config) (*BMC, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	dir, err := filepath.Abs(dir) // ipmi_sim runs the chassis script by the path in its configuration
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "the BMC's directory %s", dir)
+	}
 	b := &BMC{cfg: cfg, dir: dir, stop: make(chan struct{}), done: make(chan struct{})}
 	if err := b.writeFiles(); err != nil {
 		return nil, err
 	}
-	var err error
 	for try := 0; try < 3; try++ { // another process may take the free port before ipmi_sim binds it
 		if err = b.start(); err == nil {
 			go b.watch()
@@ -93,14 +96,19 @@ func Start(dir string, cfg Config) (*BMC, error) {
 	return nil, err
 }
 
+// unquotable are what a quoted string of ipmi_sim's configuration cannot hold.
+const unquotable = "\"\\\n"
+
 func (c Config) check() error {
 	switch {
 	case c.Username == "" || len(c.Username) > 16:
 		return errs.Invalid("username", "an IPMI user name is 1 to 16 bytes")
 	case c.Password == "" || len(c.Password) > 19:
 		return errs.Invalid("password", "ipmi_sim takes a password of 1 to 19 bytes")
-	case strings.ContainsAny(c.Username+c.Password, "\"\\\n"):
-		return errs.Invalid("password", "ipmi_sim's configuration cannot hold a quote, backslash or newline in the user name or password")
+	case strings.ContainsAny(c.Username, unquotable):
+		return errs.Invalid("username", "ipmi_sim's configuration cannot hold a quote, backslash or newline in a user name")
+	case strings.ContainsAny(c.Password, unquotable):
+		return errs.Invalid("password", "ipmi_sim's configuration cannot hold a quote, backslash or newline in a password")
 	}
 	if c.ProductUUID != "" {
 		if _, err := guidOf(c.ProductUUID); err != nil {

@@ -85,7 +85,7 @@ func TestStartRefusesBadLogins(t *testing.T) {
 	for _, cfg := range []Config{
 		{Username: "admin", Password: "twenty-bytes-long-xx"},
 		{Username: "seventeen-bytes-x", Password: "pw"},
-		{Username: "admin", Password: `a"b`},
+		{Username: "admin", Password: `a"b`}, {Username: `a\b`, Password: "pw"},
 		{Username: "admin", Password: "pw", ProductUUID: "not-a-uuid"},
 	} {
 		if _, err := Start(t.TempDir(), cfg); !errs.Is(err, errs.InvalidInput) {
