@@ -45,7 +45,7 @@ func (d *Driver) InsertMedia(ctx context.Context, url string) error {
 			return err
 		}
 	}
-	return d.override(sys, op, bmc.BootCD, redfish.CdBootSourceOverrideTarget, false)
+	return d.override(cn, sys, op, bmc.BootCD, redfish.CdBootSourceOverrideTarget, false)
 }
 
 // confirmInserted reads the drive back: an insert the BMC accepted but does

@@ -24,6 +24,9 @@ type session struct {
 // maxAnswer bounds what the driver reads of a login answer.
 const maxAnswer = 1 << 20
 
+// logoutTimeout bounds a logout, which may outlive its operation.
+const logoutTimeout = 10 * time.Second
+
 // login opens a session: it reads the service root (which needs no
 // authentication) for its Sessions collection and POSTs the credentials
 // there once. It returns nil, and the caller uses basic authentication,
@@ -92,12 +95,28 @@ func (d *Driver) sessionsPath(ctx context.Context) (string, error) {
 
 // logout DELETEs the session. It runs when the operation ends, even one
 // canceled or out of time, so it has a few seconds of its own: a session
-// left open holds one of the few a BMC allows until it expires.
+// left open holds one of the few a BMC allows until it expires. The
+// operation waits for it only while its own context lasts; past that the
+// logout finishes in the background, so a slow BMC never keeps a call
+// beyond its context (and its activity beyond its timeout).
 func (d *Driver) logout(ctx context.Context, s *session) {
 	if s.path == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.deleteSession(ctx, s)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// deleteSession sends the logout, with up to logoutTimeout of its own.
+func (d *Driver) deleteSession(ctx context.Context, s *session) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logoutTimeout)
 	defer cancel()
 	resp, err := d.do(ctx, http.MethodDelete, s.path, s.token, nil)
 	if err != nil {

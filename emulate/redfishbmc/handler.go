@@ -21,6 +21,9 @@ const maxBody = 64 << 10
 func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := trimSlash(r.URL.Path)
 	w.Header().Set("OData-Version", "4.0")
+	if b.fault(w, r) {
+		return
+	}
 	if p == "/redfish" && r.Method == http.MethodGet {
 		writeJSON(w, http.StatusOK, map[string]any{"v1": rootPath + "/"})
 		return
@@ -172,12 +175,19 @@ func (b *BMC) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "Base.1.8.InsufficientPrivilege", "wrong user name or password")
 		return
 	}
-	b.countLogin(true)
 	s := session{id: randomHex(8), user: body.UserName}
 	tok := randomHex(16)
 	b.mu.Lock()
-	b.sessions[tok] = s
+	full := b.sessionsFullLocked()
+	if !full {
+		b.sessions[tok] = s
+	}
 	b.mu.Unlock()
+	if full {
+		writeError(w, http.StatusServiceUnavailable, "Base.1.8.SessionLimitExceeded", sessionLimitMessage)
+		return
+	}
+	b.countLogin(true)
 	w.Header().Set("X-Auth-Token", tok)
 	w.Header().Set("Location", b.sessionsPath+"/"+s.id)
 	writeJSON(w, http.StatusCreated, b.sessionResource(s))

@@ -7,16 +7,23 @@ import (
 )
 
 // land applies a power change the Reset just accepted: at once, or, with
-// Config.PowerDelay, that long later, as real BMCs do. Until it lands the
-// system keeps reporting its old PowerState, and a request decided on that
-// state (an On while a ForceOff is pending) does what it would do then.
-// Callers hold b.mu; a late change takes it itself.
+// Config.PowerDelay (or Faults.PowerLateMin..Max), that long later, as real
+// BMCs do. Until it lands the system keeps reporting its old PowerState,
+// and a request decided on that state (an On while a ForceOff is pending)
+// does what it would do then.
+// With Faults.PowerOnRead it waits, past its delay, for the system to be
+// read (landDueLocked). Callers hold b.mu; a late change takes it itself.
 func (b *BMC) land(change func()) {
-	if b.cfg.PowerDelay <= 0 {
+	delay := b.powerDelayLocked()
+	if b.faults.PowerOnRead {
+		b.pending = append(b.pending, pendingPower{due: time.Now().Add(delay), change: change})
+		return
+	}
+	if delay <= 0 {
 		change()
 		return
 	}
-	time.AfterFunc(b.cfg.PowerDelay, func() {
+	time.AfterFunc(delay, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		change()

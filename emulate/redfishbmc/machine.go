@@ -169,6 +169,9 @@ func (b *BMC) patchBoot(boot map[string]any) (problem string) {
 	}
 	if v, ok := next["BootSourceOverrideEnabled"]; ok {
 		b.m.bootEnabled = v
+		if v == "Once" && b.faults.ContinuousBoot {
+			b.m.bootEnabled = "Continuous"
+		}
 	}
 	if v, ok := next["BootSourceOverrideMode"]; ok {
 		b.m.bootMode = v
@@ -184,6 +187,7 @@ func (b *BMC) patchBoot(boot map[string]any) (problem string) {
 func (b *BMC) renderSystem() map[string]any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.landDueLocked() // a BMC that advances when read (Faults.PowerOnRead)
 	src := b.tree[b.systemPath]
 	out := make(map[string]any, len(src))
 	for k, v := range src {

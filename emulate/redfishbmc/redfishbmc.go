@@ -2,7 +2,10 @@
 // Redfish resource tree (one we write, or one seeded from a DMTF mockup) for one
 // machine, enforces basic and session authentication, keeps the machine's power
 // state, boot override and virtual media, and calls a hook each time the machine boots so the
-// emulated rack can PXE boot it. The Redfish driver is tested against it, and
+// emulated rack can PXE boot it. It puts on real BMCs' faults on demand
+// (faults.go: 500s, slow answers, a session limit, power that lands late and
+// only when read, a Once override kept Continuous). The Redfish driver is
+// tested against it, and
 // `bcd emulate` runs one per emulated machine.
 package redfishbmc
 
@@ -86,6 +89,9 @@ type BMC struct {
 	sessions map[string]session // by token
 	media    map[string]*drive  // virtual media drives by path (media.go)
 	logins   [2]int             // session logins accepted, refused
+	limited  int                // session logins refused for the session limit
+	faults   Faults             // faults.go
+	pending  []pendingPower     // power changes waiting for a read (Faults.PowerOnRead)
 	srv      *http.Server
 	ln       net.Listener
 }
@@ -102,6 +108,7 @@ type State struct {
 	Sessions       int            // open Redfish sessions
 	Logins         int            // session logins accepted
 	FailedLogins   int            // session logins refused (wrong credentials)
+	SessionLimited int            // session logins refused because Faults.SessionLimit sessions were open
 	// Calls are the requests that changed the machine, as they arrived over
 	// Redfish and were accepted, in order: "power:<ResetType>",
 	// "boot:<Target>/<Enabled>" ("-" for a field the PATCH left out, and
@@ -244,7 +251,7 @@ func (b *BMC) State() State {
 	return State{
 		Power: b.m.power, BootTarget: b.m.bootTarget, BootEnabled: b.m.bootEnabled, BootMode: b.m.bootMode,
 		Boots: b.m.boots, LastBootDevice: b.m.lastBoot, Resets: resets, Sessions: len(b.sessions),
-		Logins: b.logins[0], FailedLogins: b.logins[1],
+		Logins: b.logins[0], FailedLogins: b.logins[1], SessionLimited: b.limited,
 		Calls: append([]string(nil), b.m.calls...),
 	}
 }
