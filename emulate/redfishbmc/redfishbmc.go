@@ -5,8 +5,7 @@
 // emulated rack can PXE boot it. It puts on real BMCs' faults on demand
 // (faults.go: 500s, slow answers, a session limit, power that lands late and
 // only when read, a Once override kept Continuous). The Redfish driver is
-// tested against it, and
-// `bcd emulate` runs one per emulated machine.
+// tested against it, and `bcd emulate` runs one per emulated machine.
 package redfishbmc
 
 import (
