@@ -7,6 +7,7 @@
 # no-ops (bench/bare).
 #
 #   ITERS=3 bench/fleet.sh [SIZES]   (default SIZES 1,5,20; ITERS loops per size)
+#   TRACE=1 bench/fleet.sh 20        (tracing on: every span exported over OTLP/HTTP to an in-process receiver)
 #
 # About two minutes on 2 cores with the defaults. Needs the Postgres binaries
 # the control plane's embedded default uses.
@@ -20,7 +21,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 (cd "$repo" && go test -tags fakehw -run '^$' -bench '^BenchmarkFleet$' -benchtime "${iters}x" -timeout 30m \
-	./demo -args -fleet="$sizes") | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2
+	./demo -args -fleet="$sizes" ${TRACE:+-fleet-trace}) | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2
 
 # A result line is: name iterations ns/op then value unit pairs.
 awk '

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
@@ -29,6 +30,8 @@ import (
 	"github.com/better-compute/better-compute/bench/procmem"
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
+	"github.com/better-compute/better-compute/internal/tracing"
+	"github.com/better-compute/better-compute/internal/tracing/tracingtest"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
@@ -36,6 +39,8 @@ import (
 )
 
 var fleetFlag = flag.String("fleet", "1,5,20", "BenchmarkFleet: the fleet sizes to run, comma-separated")
+
+var fleetTrace = flag.Bool("fleet-trace", false, "BenchmarkFleet: trace every process, exported over OTLP/HTTP to an in-process receiver")
 
 // BenchmarkFleet takes N emulated machines through one loop at once on the
 // embedded default (control plane, embedded Temporal on SQLite, Postgres,
@@ -98,6 +103,26 @@ func (f *fleet) stop() {
 	}
 }
 
+// fleetTracer is nil (tracing off) unless -fleet-trace: then every span
+// goes through tracing.Start's batching OTLP/HTTP exporter to a receiver in
+// this process that decodes it, as a collector would.
+func fleetTracer(b *testing.B) trace.TracerProvider {
+	if !*fleetTrace {
+		return nil
+	}
+	rcv := tracingtest.Start()
+	tp, shutdown, err := tracing.Start(context.Background(), tracing.Config{Endpoint: rcv.URL() + "/v1/traces", Service: "fleet"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = shutdown(context.Background())
+		b.Logf("tracing on: %d spans received", len(rcv.Spans()))
+		rcv.Close()
+	})
+	return tp
+}
+
 func fleetSizes(b *testing.B) []int {
 	var ns []int
 	for _, f := range strings.Split(*fleetFlag, ",") {
@@ -132,7 +157,7 @@ func (f *fleet) benchOurs(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	d, err := demo.Start(ctx, demo.Config{Machines: f.n, DataDir: f.dir, Listen: "127.0.0.1:0",
-		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20})
+		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20, Tracer: fleetTracer(b)})
 	if err != nil {
 		b.Fatalf("demo.Start(%d machines) = %v", f.n, err)
 	}

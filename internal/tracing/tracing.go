@@ -14,6 +14,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -83,6 +84,9 @@ func first(s ...string) string {
 func Start(ctx context.Context, cfg Config) (trace.TracerProvider, func(context.Context) error, error) {
 	if cfg.Endpoint == "" {
 		return nil, func(context.Context) error { return nil }, nil
+	}
+	if u, err := url.Parse(cfg.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, nil, errs.Invalid("OTEL_EXPORTER_OTLP_ENDPOINT", "%q: want a URL such as http://collector:4318", cfg.Endpoint)
 	}
 	exp, err := exporter(ctx, cfg)
 	if err != nil {

@@ -68,11 +68,22 @@ func TestOffWithoutEnv(t *testing.T) {
 	}
 }
 
-func TestUnsupportedProtocol(t *testing.T) {
+func TestBadConfig(t *testing.T) {
 	t.Parallel()
-	_, _, err := tracing.Start(context.Background(), tracing.Config{Endpoint: "http://127.0.0.1:1", Protocol: "http/json"})
-	if !errs.Is(err, errs.Unsupported) {
-		t.Errorf("Start(http/json) = %v, want UNSUPPORTED", err)
+	for _, tc := range []struct {
+		cfg  tracing.Config
+		want errs.Kind
+	}{
+		{tracing.Config{Endpoint: "http://127.0.0.1:1", Protocol: "http/json"}, errs.Unsupported},
+		{tracing.Config{Endpoint: "collector:4318"}, errs.InvalidInput},
+		{tracing.Config{Endpoint: "ftp://collector:4318"}, errs.InvalidInput},
+		{tracing.Config{Endpoint: "http://"}, errs.InvalidInput},
+		{tracing.Config{Endpoint: "http://a b"}, errs.InvalidInput},
+	} {
+		tp, _, err := tracing.Start(context.Background(), tc.cfg)
+		if errs.KindOf(err) != tc.want || tp != nil {
+			t.Errorf("Start(%+v) = %v, %v; want %s", tc.cfg, tp, err, tc.want)
+		}
 	}
 }
 
