@@ -18,8 +18,9 @@ type Media interface {
 	// call twice: a drive that holds url already is left as it is; one that
 	// holds another image is ejected first.
 	InsertMedia(ctx context.Context, url string) error
-	// EjectMedia empties every CD/DVD virtual media drive. Safe to call
-	// twice: an empty drive is left alone.
+	// EjectMedia empties every CD/DVD virtual media drive and disables a
+	// boot override to cd, so the machine does not boot the empty drive.
+	// Safe to call twice: an empty drive is left alone.
 	EjectMedia(ctx context.Context) error
 }
 

@@ -62,7 +62,8 @@ func (d *Driver) confirmInserted(cn *conn, path, url, op string) error {
 	return nil
 }
 
-// EjectMedia ejects every inserted CD/DVD drive (bmc.Media).
+// EjectMedia ejects every inserted CD/DVD drive and disables a boot
+// override to Cd (bmc.Media).
 func (d *Driver) EjectMedia(ctx context.Context) error {
 	const op = "media.eject"
 	cn, sys, err := d.connectSystem(ctx, op)
@@ -86,6 +87,23 @@ func (d *Driver) EjectMedia(ctx context.Context) error {
 		if err := vm.EjectMedia(); err != nil {
 			return d.fail(op, err)
 		}
+	}
+	return d.clearCdOverride(sys, op)
+}
+
+// clearCdOverride disables a boot override to Cd, which would boot the
+// drive just emptied: one not yet consumed, or one a BMC that cannot boot
+// once kept Continuous (boot.go, checkOverride).
+func (d *Driver) clearCdOverride(sys *redfish.ComputerSystem, op string) error {
+	b := sys.Boot
+	if b.BootSourceOverrideTarget != redfish.CdBootSourceOverrideTarget ||
+		b.BootSourceOverrideEnabled == "" || b.BootSourceOverrideEnabled == redfish.DisabledBootSourceOverrideEnabled {
+		return nil
+	}
+	d.log.Info("redfish boot override to the emptied cd disabled", "system", sys.ODataID, "was", string(b.BootSourceOverrideEnabled))
+	type boot struct{ BootSourceOverrideEnabled redfish.BootSourceOverrideEnabled }
+	if err := sys.Patch(sys.ODataID, struct{ Boot boot }{boot{redfish.DisabledBootSourceOverrideEnabled}}); err != nil {
+		return d.fail(op, err)
 	}
 	return nil
 }

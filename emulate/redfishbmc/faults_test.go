@@ -308,6 +308,44 @@ func TestDriverBootOverrideStaysContinuous(t *testing.T) {
 	})
 }
 
+// TestDriverEjectClearsCdOverride: on a BMC that keeps a Once override
+// Continuous, media.insert's Cd override boots the ISO and would boot the
+// emptied drive at every boot after; EjectMedia disables it, so the next
+// boot is the disk. Before, the machine went on booting cd.
+func TestDriverEjectClearsCdOverride(t *testing.T) {
+	t.Parallel()
+	eachTree(t, func(t *testing.T, mockup string) {
+		ctx := context.Background()
+		boots := make(chan bmc.BootDevice, 10)
+		b := start(t, Config{MockupDir: mockup, OnBoot: func(dev bmc.BootDevice) { boots <- dev }})
+		b.SetFaults(Faults{ContinuousBoot: true})
+		d, _ := loggedDriver(t, b.SystemURL())
+		if err := d.InsertMedia(ctx, "http://127.0.0.1:8080/install.iso"); err != nil {
+			t.Fatalf("InsertMedia() = %v", err)
+		}
+		if _, err := d.SetPower(ctx, bmc.PowerOn); err != nil {
+			t.Fatalf("SetPower(on) = %v", err)
+		}
+		if got := waitBoot(t, boots); got != bmc.BootCD {
+			t.Errorf("boot after InsertMedia = %s, want cd", got)
+		}
+		for range 2 { // safe to call twice
+			if err := d.EjectMedia(ctx); err != nil {
+				t.Fatalf("EjectMedia() = %v", err)
+			}
+		}
+		if st := b.State(); st.BootEnabled != "Disabled" || count(st.Calls, "boot:-/Disabled") != 1 {
+			t.Errorf("State() after EjectMedia: override %s/%s, calls %v, want it Disabled by one PATCH", st.BootTarget, st.BootEnabled, st.Calls)
+		}
+		if _, err := d.SetPower(ctx, bmc.PowerReset); err != nil {
+			t.Fatalf("SetPower(reset) = %v", err)
+		}
+		if got := waitBoot(t, boots); got != bmc.BootDisk {
+			t.Errorf("boot after EjectMedia = %s, want disk (not the emptied cd)", got)
+		}
+	})
+}
+
 // serve runs h on a loopback port until the test ends and returns its URL.
 func serve(t *testing.T, h http.Handler) string {
 	t.Helper()
