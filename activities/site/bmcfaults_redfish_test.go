@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -23,10 +24,22 @@ import (
 // The site's behaviour against an emulated Redfish BMC's faults
 // (redfishbmc.Faults), through the activities and the BMC gate.
 
-// faultyBMC runs an emulated Redfish BMC (admin/s3cret) with faults f.
+// faultyBMC runs an emulated Redfish BMC (admin/s3cret) with faults f,
+// and without PowerCycle: a BMC's own cycle of a machine that is on reads
+// on before and after, so only off, on shows the late power at work.
 func faultyBMC(t *testing.T, f redfishbmc.Faults) (*redfishbmc.BMC, kinds.BMCTarget) {
 	t.Helper()
-	b := startBMC(t)
+	b, err := redfishbmc.New(redfishbmc.Config{Username: "admin", Password: "s3cret", MACs: testMACs,
+		ResetTypes: []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart"}})
+	if err != nil {
+		t.Fatalf("redfishbmc.New() = %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start(ln)
+	t.Cleanup(func() { b.Close() })
 	b.SetFaults(f)
 	return b, kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: bmc.DriverRedfish, CredentialsRef: redfishCredsRef}
 }
@@ -202,6 +215,35 @@ func TestRedfishSlowBMCBoundedThroughGate(t *testing.T) {
 		t.Logf("call %d to a BMC answering in 300ms, given %v: %v", i, budget, took)
 		if errs.FromTemporal(err) != errs.DriverError || took > budget+100*time.Millisecond {
 			t.Errorf("call %d = %v after %v, want DRIVER_ERROR within %v (+100ms)", i, err, took, budget)
+		}
+	}
+}
+
+// TestRedfishLatePowerOnReadRecorded: against a BMC whose power lands
+// 200 ms late and only when the system is read, power.setPower returns once
+// the BMC reports the state, and its result records how long that took and
+// the reads it made. This passes without a change: the driver's
+// confirmation (bmc/confirm.go) polls by reading.
+func TestRedfishLatePowerOnReadRecorded(t *testing.T) {
+	t.Parallel()
+	b, target := faultyBMC(t, redfishbmc.Faults{PowerOnRead: true, PowerLateMin: 200 * time.Millisecond, PowerLateMax: 200 * time.Millisecond})
+	env := testEnv(t, redfishActivities(NewBMCGate(BMCGateConfig{})))
+	for _, s := range []struct {
+		action bmc.PowerAction
+		want   bmc.PowerState
+		late   int64 // ms: each Reset lands 200 ms late
+	}{{bmc.PowerOn, bmc.On, 200}, {bmc.PowerCycle, bmc.On, 400}, {bmc.PowerOff, bmc.Off, 200}} {
+		v, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{Action: s.action, BMC: target})
+		if err != nil {
+			t.Fatalf("power.setPower(%s) = %v", s.action, err)
+		}
+		var out kinds.SetPowerOutput
+		if err := v.Get(&out); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("power.setPower(%s) = %+v", s.action, out)
+		if got := b.State().Power; out.PowerState != s.want || got != s.want || out.ConfirmedMs < s.late || out.PowerReads < 2 {
+			t.Errorf("power.setPower(%s) = %+v, BMC power %s, want %s confirmed after ≥ %dms and ≥ 2 reads", s.action, out, got, s.want, s.late)
 		}
 	}
 }
