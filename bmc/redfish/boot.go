@@ -30,6 +30,8 @@ func target(dev bmc.BootDevice) (redfish.BootSourceOverrideTarget, bool) {
 // enabled Once, or Continuous when persistent. Safe to call twice: the second
 // PATCH writes the same values. A target the BMC does not list in
 // BootSourceOverrideTarget@Redfish.AllowableValues fails with UNSUPPORTED.
+// The override is read back (checkOverride): another target fails, a Once
+// the BMC keeps Continuous is a warning in the log.
 func (d *Driver) SetBootDevice(ctx context.Context, dev bmc.BootDevice, persistent bool) error {
 	const op = "management.setBootDevice"
 	tgt, ok := target(dev)
