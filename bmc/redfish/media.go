@@ -101,7 +101,9 @@ func (d *Driver) clearCdOverride(sys *redfish.ComputerSystem, op string) error {
 		return nil
 	}
 	d.log.Info("redfish boot override to the emptied cd disabled", "system", sys.ODataID, "was", string(b.BootSourceOverrideEnabled))
-	type boot struct{ BootSourceOverrideEnabled redfish.BootSourceOverrideEnabled }
+	type boot struct {
+		BootSourceOverrideEnabled redfish.BootSourceOverrideEnabled
+	}
 	if err := sys.Patch(sys.ODataID, struct{ Boot boot }{boot{redfish.DisabledBootSourceOverrideEnabled}}); err != nil {
 		return d.fail(op, err)
 	}
