@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -304,4 +305,126 @@ func TestWriteImageBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// zeroRunImage is an image of whole 4 MiB blocks, data where data[i] is
+// true and zero elsewhere, then tail zero bytes; it is generated as it is
+// read, so a zero run may span a checkpoint (SyncEvery) without a 512 MiB
+// buffer.
+func zeroRunImage(data []bool, tail int64) func() io.Reader {
+	blk := testImage(1, 0, 0)
+	return func() io.Reader {
+		var rs []io.Reader
+		for _, d := range data {
+			if d {
+				rs = append(rs, bytes.NewReader(blk))
+			} else {
+				rs = append(rs, io.LimitReader(zeroReader{}, blockSize))
+			}
+		}
+		return io.MultiReader(append(rs, io.LimitReader(zeroReader{}, tail))...)
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestWriteImageZeroRunsOverOldData: zero runs are not written but made
+// zero in one call each (split at the checkpoint they span, the last one
+// ending in a tail that is not 4 KiB-aligned), and a disk that held data
+// everywhere the image is zero reads back as the image, byte for byte,
+// with nothing past the image's end touched.
+func TestWriteImageZeroRunsOverOldData(t *testing.T) {
+	t.Parallel()
+	const s = SyncEvery / blockSize
+	data := make([]bool, s+5)
+	data[0], data[s+2] = true, true // zero runs: blocks 1..s+1 (across the checkpoint), s+3..s+4 and the tail
+	const tail = 3 * 512
+	image := zeroRunImage(data, tail)
+	imageLen := int64(len(data))*blockSize + tail
+	zeroLen := imageLen - 2*blockSize
+	for _, c := range []string{"none", "zstd"} {
+		t.Run(c, func(t *testing.T) {
+			d := newFakeDisk(t, Disk{Serial: "ZR-" + c, SizeBytes: imageLen + 64<<20})
+			junk := []int64{0, blockSize + 100, SyncEvery - 512<<10, SyncEvery + blockSize, (s + 3) * blockSize, imageLen - 1024}
+			scribble(t, d, junk...)
+			src, digest := streamOf(t, image, c)
+			var reported []int64
+			res, err := WriteImage(context.Background(), src, ImageSpec{Digest: digest, Compression: c}, d, 0,
+				func(n int64) { reported = append(reported, n) })
+			if err != nil || !res.Verified {
+				t.Fatalf("WriteImage(%s) = %+v, %v; want verified", c, res, err)
+			}
+			if res.BytesZeroed != zeroLen || res.BytesWritten != 2*blockSize || res.ImageBytes != imageLen {
+				t.Errorf("WriteImage(%s) zeroed %d, written %d, image %d; want %d, %d, %d",
+					c, res.BytesZeroed, res.BytesWritten, res.ImageBytes, zeroLen, 2*blockSize, imageLen)
+			}
+			if want := []int64{SyncEvery, imageLen}; !slices.Equal(reported, want) {
+				t.Errorf("WriteImage(%s) progress = %v, want %v", c, reported, want)
+			}
+			if off, ok := firstDifference(t, d.Path, image(), imageLen); ok {
+				t.Errorf("WriteImage(%s): disk differs from the image at offset %d (the disk held data there)", c, off)
+			}
+			if b := readDisk(t, d, int(imageLen)+1)[imageLen]; b == 0 {
+				t.Errorf("WriteImage(%s): the byte after the image was zeroed, want the old data left", c)
+			}
+		})
+	}
+}
+
+// streamOf returns the image as served with compression none or zstd, and
+// its digest, without holding the raw image in memory.
+func streamOf(t *testing.T, image func() io.Reader, compression string) (io.Reader, string) {
+	t.Helper()
+	if compression == "none" {
+		h := sha256.New()
+		if _, err := io.Copy(h, image()); err != nil {
+			t.Fatal(err)
+		}
+		return image(), "sha256:" + hex.EncodeToString(h.Sum(nil))
+	}
+	var buf bytes.Buffer
+	w, err := zstd.NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(w, image()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.NewReader(buf.Bytes()), digestOf(buf.Bytes())
+}
+
+// firstDifference compares the first n bytes of the file at path with want.
+func firstDifference(t *testing.T, path string, want io.Reader, n int64) (int64, bool) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, exp := make([]byte, blockSize), make([]byte, blockSize)
+	for off := int64(0); off < n; off += blockSize {
+		k := min(blockSize, n-off)
+		if _, err := f.ReadAt(got[:k], off); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(want, exp[:k]); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[:k], exp[:k]) {
+			i := 0
+			for got[i] == exp[i] {
+				i++
+			}
+			return off + int64(i), true
+		}
+	}
+	return 0, false
 }

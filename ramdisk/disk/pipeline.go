@@ -2,56 +2,113 @@ package disk
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
+	"time"
 )
 
 // readAheadDepth is how many 4 MiB blocks the decompressor may run ahead of
 // the disk writes.
 const readAheadDepth = 4
 
-// chunk is one block of the decompressed image (n bytes of buf), or the end
-// of the stream (err io.EOF) or a read error.
+// chunk is one block of the decompressed image, n bytes, held in buf unless
+// zero says the block is all zero (buf then holds something else); or the
+// end of the stream (err io.EOF) or a read error, with the last bytes.
 type chunk struct {
-	buf []byte
-	n   int
-	err error
+	buf  []byte
+	n    int
+	zero bool
+	err  error
 }
 
+// errStopped ends the decompression when the writer has given up.
+var errStopped = errors.New("image writer stopped")
+
 // readAhead decompresses in its own goroutine so that decompression and disk
-// writes overlap. The goroutine owns dec and calls closeDec when it ends; the
-// consumer hands buffers back with recycle and calls stop if it gives up
-// early. After a chunk with err != nil the goroutine has ended, and whatever
-// it read from the stream is visible to the consumer.
+// writes overlap. The goroutine owns dec and closes it (closeDec) before it
+// sends the last chunk, so once the consumer has a chunk with err != nil the
+// decompressor reads no more of the stream. The consumer hands buffers back
+// with recycle and calls stop if it gives up early.
 func readAhead(dec io.Reader, closeDec func()) (out <-chan chunk, recycle func([]byte), stop func()) {
 	free := make(chan []byte, readAheadDepth)
 	for range readAheadDepth {
-		free <- make([]byte, blockSize)
+		free <- alignedBuf(blockSize) // aligned for direct writes
 	}
 	ch := make(chan chunk, readAheadDepth)
 	done := make(chan struct{})
 	go func() {
-		defer closeDec()
-		for {
-			var b []byte
-			select {
-			case b = <-free:
-			case <-done:
-				return
-			}
-			n, err := readBlock(dec, b)
-			select {
-			case ch <- chunk{buf: b, n: n, err: err}:
-			case <-done:
-				return
-			}
-			if err != nil {
-				return
-			}
+		f := &blockFiller{free: free, out: ch, done: done, zeros: make([]byte, zeroCmp)}
+		// io.Copy uses the decompressor's WriteTo where it has one (zstd,
+		// gzip): its output buffers come to Write without a copy.
+		_, err := io.Copy(f, dec)
+		closeDec()
+		if errors.Is(err, errStopped) {
+			return
 		}
+		if err == nil {
+			err = io.EOF
+		}
+		f.send(err)
 	}()
 	var once sync.Once
 	return ch, func(b []byte) { free <- b }, func() { once.Do(func() { close(done) }) }
+}
+
+// blockFiller cuts the decompressed image into blocks of len(buf) bytes. It
+// checks each piece for zeros while the decompressor has just written it
+// (in the CPU's cache) and copies nothing while a block is all zero, so a
+// sparse image's zero runs are read once, not copied and read again.
+type blockFiller struct {
+	free  <-chan []byte
+	out   chan<- chunk
+	done  <-chan struct{}
+	zeros []byte
+	buf   []byte // the block being filled; nil before its first byte
+	n     int
+	zero  bool // buf[:n] would be all zero, and was not copied
+}
+
+func (f *blockFiller) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		if f.buf == nil {
+			select {
+			case f.buf = <-f.free:
+			case <-f.done:
+				return written, errStopped
+			}
+			f.n, f.zero = 0, true
+		}
+		piece := p[:min(len(p), len(f.buf)-f.n)]
+		if f.zero && firstNonzero(piece, f.zeros) >= 0 {
+			clear(f.buf[:f.n]) // the zeros before this piece were not copied
+			f.zero = false
+		}
+		if !f.zero {
+			copy(f.buf[f.n:], piece)
+		}
+		f.n += len(piece)
+		p = p[len(piece):]
+		written += len(piece)
+		if f.n == len(f.buf) && !f.send(nil) {
+			return written, errStopped
+		}
+	}
+	return written, nil
+}
+
+// send hands the block filled so far (none when buf is nil) to the writer,
+// with err; false when the writer has stopped.
+func (f *blockFiller) send(err error) bool {
+	c := chunk{buf: f.buf, n: f.n, zero: f.zero && f.n > 0, err: err}
+	f.buf, f.n = nil, 0
+	select {
+	case f.out <- c:
+		return true
+	case <-f.done:
+		return false
+	}
 }
 
 // syncer makes writes durable in the background: at each checkpoint the
@@ -65,6 +122,7 @@ type syncer struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	err      error
+	took     time.Duration // in Sync
 }
 
 func startSyncer(dev blockDev, progress func(int64)) *syncer {
@@ -73,13 +131,17 @@ func startSyncer(dev blockDev, progress func(int64)) *syncer {
 	go func() {
 		defer s.wg.Done()
 		for off := range s.ch {
-			if err := s.dev.Sync(); err != nil {
-				s.mu.Lock()
+			started := time.Now()
+			err := s.dev.Sync()
+			s.mu.Lock()
+			s.took += time.Since(started)
+			if err != nil && s.err == nil {
 				s.err = err
-				s.mu.Unlock()
-				continue
 			}
-			s.progress(off)
+			s.mu.Unlock()
+			if err == nil {
+				s.progress(off)
+			}
 		}
 	}()
 	return s
@@ -93,13 +155,14 @@ func (s *syncer) checkpoint(off int64) {
 	}
 }
 
-// finish waits for the background syncs and returns the first error.
-func (s *syncer) finish() error {
+// finish waits for the background syncs and returns the time they took and
+// the first error.
+func (s *syncer) finish() (time.Duration, error) {
 	close(s.ch)
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.err
+	return s.took, s.err
 }
 
 // ctxDone reports whether ctx has ended, without blocking.

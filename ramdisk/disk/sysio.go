@@ -17,6 +17,70 @@ type target struct {
 	name  string
 	size  int64
 	isDev bool
+	// direct is the same disk opened with O_DIRECT (see openDirect), or nil.
+	// Only the goroutine that writes the image uses it.
+	direct *os.File
+}
+
+// dioAlign is the alignment of the offset, length and buffer of a direct
+// write or read: the page size, and the logical block of 4Kn disks.
+const dioAlign = 4096
+
+// alignedBuf returns n bytes that start at a dioAlign boundary, so that they
+// can be the buffer of a direct write or read.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+dioAlign)
+	skip := (dioAlign - int(uintptr(unsafe.Pointer(&b[0]))%dioAlign)) % dioAlign
+	return b[skip : skip+n : skip+n]
+}
+
+// openDirect opens the disk a second time with O_DIRECT, for the image
+// writer: an aligned write then goes from its buffer to the disk, instead of
+// being copied into the page cache and written back at the next fdatasync
+// (on the 2-core bench machine the copy alone cost 0.5 to 2 s of CPU per GiB;
+// direct, 0.05 s). A file system that refuses O_DIRECT leaves t buffered.
+// fdatasync through t.f still makes direct writes durable: it commits the
+// file's metadata and flushes the device's cache for the whole inode.
+func (t *target) openDirect() {
+	if f, err := os.OpenFile(t.f.Name(), os.O_RDWR|unix.O_DIRECT, 0); err == nil {
+		t.direct = f
+	}
+}
+
+// directOK reports whether p at off can be written or read with O_DIRECT.
+func directOK(p []byte, off int64) bool {
+	return len(p) > 0 && off%dioAlign == 0 && len(p)%dioAlign == 0 && uintptr(unsafe.Pointer(&p[0]))%dioAlign == 0
+}
+
+// WriteAt writes p at off, direct when it is aligned (the tail of an image
+// that is not a multiple of 4 KiB goes through the page cache).
+func (t *target) WriteAt(p []byte, off int64) (int, error) {
+	if t.direct != nil && directOK(p, off) {
+		n, err := t.direct.WriteAt(p, off)
+		if n > 0 || !errors.Is(err, unix.EINVAL) {
+			return n, err
+		}
+		t.noDirect() // a device whose logical block is over 4 KiB: buffered from now on
+	}
+	return t.f.WriteAt(p, off)
+}
+
+// ReadAt reads p at off, direct when aligned, so that a resumed write reads
+// what is on the disk without filling the page cache.
+func (t *target) ReadAt(p []byte, off int64) (int, error) {
+	if t.direct != nil && directOK(p, off) {
+		n, err := t.direct.ReadAt(p, off)
+		if n > 0 || !errors.Is(err, unix.EINVAL) {
+			return n, err
+		}
+		t.noDirect()
+	}
+	return t.f.ReadAt(p, off)
+}
+
+func (t *target) noDirect() {
+	t.direct.Close()
+	t.direct = nil
 }
 
 // openTarget opens d.Path read-write and learns its real size and kind.
@@ -50,7 +114,12 @@ func openTarget(d Disk) (*target, error) {
 	return t, nil
 }
 
-func (t *target) Close() error { return t.f.Close() }
+func (t *target) Close() error {
+	if t.direct != nil {
+		t.direct.Close()
+	}
+	return t.f.Close()
+}
 
 // punch makes [off, off+n) read as zeros without writing them: a hole in a
 // file; on a block device the kernel's zero-out without fallback (WRITE

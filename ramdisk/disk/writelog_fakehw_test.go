@@ -41,3 +41,33 @@ func TestImageWritesLogsEachRun(t *testing.T) {
 		t.Errorf("ImageWrites after a run from 0 and one from %d (-want +got):\n%s", 2*b, diff)
 	}
 }
+
+// TestImageWritesZeroRunSplitAtCheckpoint: a run of zero blocks is zeroed
+// in one call, but never across a checkpoint: the offset a checkpoint
+// reports as durable has its zeros made before the fdatasync, so a resumed
+// stream may trust everything below it.
+func TestImageWritesZeroRunSplitAtCheckpoint(t *testing.T) {
+	t.Parallel()
+	const s = SyncEvery / blockSize
+	data := make([]bool, s+5)
+	data[0], data[s+2] = true, true
+	image := zeroRunImage(data, 3*512)
+	end := int64(len(data))*blockSize + 3*512
+	d := newFakeDisk(t, Disk{Serial: "ZS", SizeBytes: end + blockSize})
+	src, digest := streamOf(t, image, "zstd")
+	if _, err := WriteImage(context.Background(), src, ImageSpec{Digest: digest, Compression: "zstd"}, d, 0, nil); err != nil {
+		t.Fatalf("WriteImage() = %v", err)
+	}
+	const b = blockSize
+	want := [][]Extent{{
+		{0, b, false}, {b, SyncEvery - b, true}, {SyncEvery, 2 * b, true},
+		{(s + 2) * b, b, false}, {(s + 3) * b, end - (s+3)*b, true},
+	}}
+	runs, err := ImageWrites(d.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, runs); diff != "" {
+		t.Errorf("ImageWrites (-want +got):\n%s", diff)
+	}
+}
