@@ -12,10 +12,12 @@ import (
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
+	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
+	wf "github.com/better-compute/better-compute/workflows"
 )
 
 // Certificate lifetimes by role.
@@ -219,6 +221,34 @@ func (s secrets) Resolve(ctx context.Context, req *connect.Request[v1.ResolveSec
 type agentCommands struct {
 	*Server
 	a Agents
+}
+
+// ReportBMCStatus relays what the calling site says of a node's BMC to the
+// workflow whose command waits on it (its BmcStatus search attribute). A
+// site speaks only of runs it has commands of.
+func (s agentCommands) ReportBMCStatus(ctx context.Context, req *connect.Request[v1.ReportBMCStatusRequest]) (*connect.Response[v1.ReportBMCStatusResponse], error) {
+	role, site, ok := s.a.peer(ctx)
+	if !ok || role != pki.RoleSite {
+		return nil, errs.New(errs.Unauthenticated, "only a joined site agent reports BMC status (present its client certificate)")
+	}
+	m := req.Msg
+	if m.WorkflowId == "" || m.RunId == "" {
+		return nil, errs.Invalid("workflowId", "name the workflow and run")
+	}
+	if err := s.needTemporal(); err != nil {
+		return nil, err
+	}
+	tenant, err := s.store.SiteRunsWorkflow(ctx, site, m.WorkflowId, m.RunId)
+	if err != nil {
+		return nil, err
+	}
+	if tenant == "" {
+		return nil, errs.New(errs.NotFound, "site %s has no command of workflow %s run %s", site, m.WorkflowId, m.RunId)
+	}
+	if err := s.temporal.SignalWorkflow(codec.WithTenant(ctx, tenant), m.WorkflowId, m.RunId, wf.BMCStatusSignal, m.Status); err != nil {
+		return nil, errs.Wrap(errs.Unavailable, err, "relay the BMC status to workflow %s", m.WorkflowId)
+	}
+	return connect.NewResponse(&v1.ReportBMCStatusResponse{}), nil
 }
 
 // ReportAttempt records a retry of one of the calling site's commands.

@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
@@ -152,7 +153,7 @@ func (s metal) checkAndSave(ctx context.Context, n store.Node, target kinds.BMCT
 	}
 	in := wf.UpdateBMCInput{TenantID: n.TenantID, NodeID: n.ID, SiteID: n.SiteID, State: n.State,
 		ProductUUID: strings.ToLower(n.ProductUUID), BMC: target}
-	run, err := s.temporal.ExecuteWorkflow(ctx, opts, wf.UpdateBMC, in)
+	run, err := s.temporal.ExecuteWorkflow(codec.WithTenant(ctx, n.TenantID), opts, wf.UpdateBMC, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		if info := s.runningWorkflow(ctx, n.ID); info != nil {

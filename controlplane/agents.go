@@ -48,7 +48,8 @@ func (cp *ControlPlane) startAgents() error {
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "the agents' listener cannot listen on %s (pick another with --agents-listen)", cp.cfg.AgentsListen)
 	}
-	srv := api.New(api.Config{Store: cp.store, Logger: cp.log})
+	// Temporal: a site's BMC status reports are relayed to workflows as signals.
+	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, Logger: cp.log})
 	agents := api.Agents{CA: cp.ca, TemporalAddress: cp.TemporalAddress(), TemporalNamespace: cp.cfg.TemporalNamespace, CodecKey: cp.tenantCodecKey}
 	if cp.temporal != nil && cp.temporal.TLSServerName() != "" {
 		agents.TemporalTLS, agents.TemporalServerName = true, cp.temporal.TLSServerName()

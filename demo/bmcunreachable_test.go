@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.temporal.io/sdk/converter"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	wf "github.com/better-compute/better-compute/workflows"
 )
 
 // TestBMCUnreachableShown: a node whose BMC does not answer says so
@@ -67,6 +69,21 @@ func TestBMCUnreachableShown(t *testing.T) {
 	if !strings.Contains(open, "bmc.inspect: retrying (attempt ") || !strings.Contains(open, "DRIVER_ERROR: "+want) {
 		t.Errorf("metal get progress with the breaker open = %q, want bmc.inspect retrying, DRIVER_ERROR %s…", open, want)
 	}
+	// The enroll's workflow shows it too, as its BmcStatus search attribute
+	// (relayed from the site through the control plane).
+	sa := waitProgress(ctx, t, want, func() (string, error) {
+		d, err := d.CP.Client().DescribeWorkflowExecution(ctx, wf.WorkflowID(id), "")
+		if err != nil {
+			return "", err
+		}
+		p := d.WorkflowExecutionInfo.GetSearchAttributes().GetIndexedFields()[wf.BMCStatusAttribute.GetName()]
+		var s string
+		if p != nil {
+			err = converter.GetDefaultDataConverter().FromPayload(p, &s)
+		}
+		return s, err
+	})
+	t.Logf("BmcStatus %.1fs after enroll: %s", time.Since(start).Seconds(), sa)
 }
 
 // waitProgress polls read every 100 ms until its answer holds want.

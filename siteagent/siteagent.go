@@ -288,10 +288,18 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	}
 	a.attempts = site.NewAttemptsClient(cp, a.cfg.ControlPlaneURL)
 	a.acts = &site.Activities{
-		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv, AllowEnv: a.cfg.AllowEnv, BMCNetworks: a.cfg.BMCNetworks, BMCs: site.NewBMCGate(a.cfg.BMCGate),
+		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv, AllowEnv: a.cfg.AllowEnv, BMCNetworks: a.cfg.BMCNetworks, BMCs: site.NewBMCGate(a.bmcGateConfig()),
 		Boot: a.boot, Cache: a.cache, Relay: a.relay, BootStall: a.cfg.BootStall, Logger: a.log,
 	}
 	return nil
+}
+
+// bmcGateConfig is the BMC gate's knobs, reporting each BMC's state
+// changes to the workflow waiting on it through the control plane.
+func (a *Agent) bmcGateConfig() site.BMCGateConfig {
+	cfg := a.cfg.BMCGate
+	cfg.Report = a.attempts.ReportBMCStatus
+	return cfg
 }
 
 // Stop stops the worker and the listeners. Safe to call twice.

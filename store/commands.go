@@ -105,3 +105,15 @@ func (s *Store) ListCommands(ctx context.Context, tenantID, nodeID string) ([]Co
 	out, err := collect(rows, scanCommand)
 	return out, dbError("store.ListCommands", err)
 }
+
+// SiteRunsWorkflow returns the tenant of the workflow run if site siteID
+// has a command of it ("" otherwise): what a site may say about that run.
+func (s *Store) SiteRunsWorkflow(ctx context.Context, siteID, workflowID, runID string) (string, error) {
+	var tenant string
+	err := s.pool.QueryRow(ctx, `SELECT tenant_id FROM commands WHERE workflow_id = $1 AND run_id = $2 AND site_id = $3 LIMIT 1`,
+		workflowID, runID, siteID).Scan(&tenant)
+	if isNoRows(err) {
+		return "", nil
+	}
+	return tenant, dbError("store.SiteRunsWorkflow", err)
+}

@@ -10,7 +10,7 @@ import (
 )
 
 // SearchAttributes returns the custom search attributes and their types:
-// Keyword NodeId, SiteId, TenantId, ProfileId, Verb; Int ProfileVersion. The
+// Keyword NodeId, SiteId, TenantId, ProfileId, Verb, BmcStatus; Int ProfileVersion. The
 // names are constants in package searchattrs.
 func SearchAttributes() map[string]enumspb.IndexedValueType {
 	return searchattrs.SearchAttributes()

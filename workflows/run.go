@@ -29,7 +29,9 @@ type run struct {
 	// discovered is the MAC PXE discovery gave the node in this run, which
 	// the ramdisk's inventory must confirm (checkDiscovered).
 	discovered string
-	aborting   bool // leaveSafe runs: fewer tries per site command
+	aborting   bool   // leaveSafe runs: fewer tries per site command
+	bmcStatus  string // what BmcStatus says now ("" unset); bmcstatus.go
+	bmcTracked bool   // this run keeps BmcStatus (a run from before does not)
 }
 
 func newRun(ctx workflow.Context, in Input) (*run, error) {
@@ -38,6 +40,7 @@ func newRun(ctx workflow.Context, in Input) (*run, error) {
 		return nil, err
 	}
 	r.state = r.node.State
+	r.watchBMCStatus()
 	return r, nil
 }
 
@@ -160,6 +163,9 @@ func (r *run) send(kind, runsOn string, timeout time.Duration, in, out any) erro
 		heartbeat = 20 * time.Second
 	}
 	err := workflow.ExecuteActivity(r.siteOptions(step, timeout, heartbeat), kind, in).Get(r.ctx, out)
+	if err == nil && isBMCKind(kind) {
+		r.setBMCStatus("") // the BMC answered: whatever the site said of it is over
+	}
 	rec.Status = kinds.CommandSucceeded
 	switch {
 	case temporal.IsCanceledError(err): // metal.abort: not an INTERNAL failure

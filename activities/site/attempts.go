@@ -30,3 +30,14 @@ func (a *AttemptsClient) ReportAttempt(ctx context.Context, workflowID, runID, s
 	}
 	return nil
 }
+
+// ReportBMCStatus tells the workflow run what the site says of its node's
+// BMC ("" once it answers), for its BmcStatus search attribute.
+func (a *AttemptsClient) ReportBMCStatus(ctx context.Context, workflowID, runID, status string) error {
+	_, err := a.c.ReportBMCStatus(ctx, connect.NewRequest(&v1.ReportBMCStatusRequest{
+		WorkflowId: workflowID, RunId: runID, Status: status}))
+	if err != nil {
+		return FromConnect("agentCommands.reportBMCStatus", err)
+	}
+	return nil
+}

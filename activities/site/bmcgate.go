@@ -46,6 +46,10 @@ type BMCGateConfig struct {
 	// Heartbeat is how often a call waiting on an unhealthy BMC reports its
 	// state to the node (metal get); DefaultBMCHeartbeat.
 	Heartbeat time.Duration
+	// Report, when set, also tells the workflow of the call's activity each
+	// change of its BMC's state (its BmcStatus search attribute); it runs
+	// apart from the call and its error is only logged.
+	Report func(ctx context.Context, workflowID, runID, status string) error
 }
 
 // Defaults of BMCGateConfig.
@@ -247,6 +251,7 @@ func (g *BMCGate) heartbeat(ctx context.Context, h *bmcHost) (stop func()) {
 	beat := func() {
 		if s := h.status(); s != shown {
 			activity.RecordHeartbeat(ctx, kinds.Progress{BMC: s})
+			g.report(ctx, s)
 			shown = s
 		}
 	}
@@ -267,6 +272,24 @@ func (g *BMCGate) heartbeat(ctx context.Context, h *bmcHost) (stop func()) {
 		}
 	}()
 	return func() { close(done) }
+}
+
+// report hands status to cfg.Report for the activity's workflow run, apart
+// from the call: the BMC conversation never waits on the control plane.
+func (g *BMCGate) report(ctx context.Context, status string) {
+	if g.cfg.Report == nil {
+		return
+	}
+	info := activity.GetInfo(ctx)
+	wid, rid := info.WorkflowExecution.ID, info.WorkflowExecution.RunID
+	log := activity.GetLogger(ctx)
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := g.cfg.Report(rctx, wid, rid, status); err != nil {
+			log.Warn("cannot report the BMC's status to its workflow", "workflow", wid, "err", err)
+		}
+	}()
 }
 
 // answerText is what the BMC answered, without the operation and kind.

@@ -1,5 +1,6 @@
 // Package searchattrs owns the custom Temporal search attributes of
-// better-compute (NodeId, SiteId, TenantId, ProfileId, Verb, ProfileVersion)
+// better-compute (NodeId, SiteId, TenantId, ProfileId, Verb, ProfileVersion,
+// BmcStatus)
 // and their registration, and the registration of a namespace. It imports only
 // the Temporal SDK and API, so workflows, the CLI and site agents can name the
 // attributes without linking the Temporal server; package tserver re-exports it.
@@ -30,6 +31,9 @@ const (
 	ProfileID      = "ProfileId"      // Keyword: the provision profile run
 	Verb           = "Verb"           // Keyword: the verb (deploy, undeploy, …)
 	ProfileVersion = "ProfileVersion" // Int: the version of the profile run
+	// BmcStatus is a Keyword: "BMC H unreachable since T: …" while the
+	// node's BMC is failing under a running verb; unset otherwise.
+	BmcStatus = "BmcStatus"
 )
 
 // Retention is the workflow history retention of namespaces EnsureNamespace creates.
@@ -45,6 +49,7 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 		ProfileID:      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		Verb:           enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 		ProfileVersion: enumspb.INDEXED_VALUE_TYPE_INT,
+		BmcStatus:      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	}
 }
 

@@ -450,6 +450,102 @@ func (x *ResolveSecretResponse) GetValues() map[string]string {
 	return nil
 }
 
+type ReportBMCStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkflowId    string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	RunId         string                 `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	Status        string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBMCStatusRequest) Reset() {
+	*x = ReportBMCStatusRequest{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBMCStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBMCStatusRequest) ProtoMessage() {}
+
+func (x *ReportBMCStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBMCStatusRequest.ProtoReflect.Descriptor instead.
+func (*ReportBMCStatusRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReportBMCStatusRequest) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *ReportBMCStatusRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ReportBMCStatusRequest) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+type ReportBMCStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBMCStatusResponse) Reset() {
+	*x = ReportBMCStatusResponse{}
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBMCStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBMCStatusResponse) ProtoMessage() {}
+
+func (x *ReportBMCStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBMCStatusResponse.ProtoReflect.Descriptor instead.
+func (*ReportBMCStatusResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{8}
+}
+
 type ReportAttemptRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	WorkflowId string                 `protobuf:"bytes,1,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
@@ -463,7 +559,7 @@ type ReportAttemptRequest struct {
 
 func (x *ReportAttemptRequest) Reset() {
 	*x = ReportAttemptRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +571,7 @@ func (x *ReportAttemptRequest) String() string {
 func (*ReportAttemptRequest) ProtoMessage() {}
 
 func (x *ReportAttemptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[7]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +584,7 @@ func (x *ReportAttemptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAttemptRequest.ProtoReflect.Descriptor instead.
 func (*ReportAttemptRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{7}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReportAttemptRequest) GetWorkflowId() string {
@@ -527,7 +623,7 @@ type ReportAttemptResponse struct {
 
 func (x *ReportAttemptResponse) Reset() {
 	*x = ReportAttemptResponse{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +635,7 @@ func (x *ReportAttemptResponse) String() string {
 func (*ReportAttemptResponse) ProtoMessage() {}
 
 func (x *ReportAttemptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[8]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +648,7 @@ func (x *ReportAttemptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAttemptResponse.ProtoReflect.Descriptor instead.
 func (*ReportAttemptResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{8}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{10}
 }
 
 type DiscoverySighting struct {
@@ -572,7 +668,7 @@ type DiscoverySighting struct {
 
 func (x *DiscoverySighting) Reset() {
 	*x = DiscoverySighting{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +680,7 @@ func (x *DiscoverySighting) String() string {
 func (*DiscoverySighting) ProtoMessage() {}
 
 func (x *DiscoverySighting) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[9]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +693,7 @@ func (x *DiscoverySighting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiscoverySighting.ProtoReflect.Descriptor instead.
 func (*DiscoverySighting) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{9}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DiscoverySighting) GetMac() string {
@@ -652,7 +748,7 @@ type ReportDiscoveriesRequest struct {
 
 func (x *ReportDiscoveriesRequest) Reset() {
 	*x = ReportDiscoveriesRequest{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[10]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +760,7 @@ func (x *ReportDiscoveriesRequest) String() string {
 func (*ReportDiscoveriesRequest) ProtoMessage() {}
 
 func (x *ReportDiscoveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[10]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +773,7 @@ func (x *ReportDiscoveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportDiscoveriesRequest.ProtoReflect.Descriptor instead.
 func (*ReportDiscoveriesRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{10}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReportDiscoveriesRequest) GetItems() []*DiscoverySighting {
@@ -695,7 +791,7 @@ type ReportDiscoveriesResponse struct {
 
 func (x *ReportDiscoveriesResponse) Reset() {
 	*x = ReportDiscoveriesResponse{}
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[11]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +803,7 @@ func (x *ReportDiscoveriesResponse) String() string {
 func (*ReportDiscoveriesResponse) ProtoMessage() {}
 
 func (x *ReportDiscoveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_agents_proto_msgTypes[11]
+	mi := &file_bettercompute_v1_agents_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +816,7 @@ func (x *ReportDiscoveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportDiscoveriesResponse.ProtoReflect.Descriptor instead.
 func (*ReportDiscoveriesResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{11}
+	return file_bettercompute_v1_agents_proto_rawDescGZIP(), []int{13}
 }
 
 var File_bettercompute_v1_agents_proto protoreflect.FileDescriptor
@@ -762,7 +858,13 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\x06values\x18\x01 \x03(\v23.bettercompute.v1.ResolveSecretResponse.ValuesEntryR\x06values\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"|\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"h\n" +
+	"\x16ReportBMCStatusRequest\x12\x1f\n" +
+	"\vworkflow_id\x18\x01 \x01(\tR\n" +
+	"workflowId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\"\x19\n" +
+	"\x17ReportBMCStatusResponse\"|\n" +
 	"\x14ReportAttemptRequest\x12\x1f\n" +
 	"\vworkflow_id\x18\x01 \x01(\tR\n" +
 	"workflowId\x12\x15\n" +
@@ -787,9 +889,10 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\x05Renew\x12\x1e.bettercompute.v1.RenewRequest\x1a\x1e.bettercompute.v1.JoinResponse\x12Q\n" +
 	"\bAnnounce\x12!.bettercompute.v1.AnnounceRequest\x1a\".bettercompute.v1.AnnounceResponse2l\n" +
 	"\x0eSecretsService\x12Z\n" +
-	"\aResolve\x12&.bettercompute.v1.ResolveSecretRequest\x1a'.bettercompute.v1.ResolveSecretResponse2x\n" +
+	"\aResolve\x12&.bettercompute.v1.ResolveSecretRequest\x1a'.bettercompute.v1.ResolveSecretResponse2\xe0\x01\n" +
 	"\x14AgentCommandsService\x12`\n" +
-	"\rReportAttempt\x12&.bettercompute.v1.ReportAttemptRequest\x1a'.bettercompute.v1.ReportAttemptResponse2w\n" +
+	"\rReportAttempt\x12&.bettercompute.v1.ReportAttemptRequest\x1a'.bettercompute.v1.ReportAttemptResponse\x12f\n" +
+	"\x0fReportBMCStatus\x12(.bettercompute.v1.ReportBMCStatusRequest\x1a).bettercompute.v1.ReportBMCStatusResponse2w\n" +
 	"\x12DiscoveriesService\x12a\n" +
 	"\x06Report\x12*.bettercompute.v1.ReportDiscoveriesRequest\x1a+.bettercompute.v1.ReportDiscoveriesResponseBSZQgithub.com/better-compute/better-compute/api/gen/bettercompute/v1;bettercomputev1b\x06proto3"
 
@@ -805,7 +908,7 @@ func file_bettercompute_v1_agents_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_agents_proto_rawDescData
 }
 
-var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_bettercompute_v1_agents_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_bettercompute_v1_agents_proto_goTypes = []any{
 	(*AnnounceRequest)(nil),           // 0: bettercompute.v1.AnnounceRequest
 	(*AnnounceResponse)(nil),          // 1: bettercompute.v1.AnnounceResponse
@@ -814,33 +917,37 @@ var file_bettercompute_v1_agents_proto_goTypes = []any{
 	(*JoinResponse)(nil),              // 4: bettercompute.v1.JoinResponse
 	(*ResolveSecretRequest)(nil),      // 5: bettercompute.v1.ResolveSecretRequest
 	(*ResolveSecretResponse)(nil),     // 6: bettercompute.v1.ResolveSecretResponse
-	(*ReportAttemptRequest)(nil),      // 7: bettercompute.v1.ReportAttemptRequest
-	(*ReportAttemptResponse)(nil),     // 8: bettercompute.v1.ReportAttemptResponse
-	(*DiscoverySighting)(nil),         // 9: bettercompute.v1.DiscoverySighting
-	(*ReportDiscoveriesRequest)(nil),  // 10: bettercompute.v1.ReportDiscoveriesRequest
-	(*ReportDiscoveriesResponse)(nil), // 11: bettercompute.v1.ReportDiscoveriesResponse
-	nil,                               // 12: bettercompute.v1.ResolveSecretResponse.ValuesEntry
-	(*timestamppb.Timestamp)(nil),     // 13: google.protobuf.Timestamp
+	(*ReportBMCStatusRequest)(nil),    // 7: bettercompute.v1.ReportBMCStatusRequest
+	(*ReportBMCStatusResponse)(nil),   // 8: bettercompute.v1.ReportBMCStatusResponse
+	(*ReportAttemptRequest)(nil),      // 9: bettercompute.v1.ReportAttemptRequest
+	(*ReportAttemptResponse)(nil),     // 10: bettercompute.v1.ReportAttemptResponse
+	(*DiscoverySighting)(nil),         // 11: bettercompute.v1.DiscoverySighting
+	(*ReportDiscoveriesRequest)(nil),  // 12: bettercompute.v1.ReportDiscoveriesRequest
+	(*ReportDiscoveriesResponse)(nil), // 13: bettercompute.v1.ReportDiscoveriesResponse
+	nil,                               // 14: bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	(*timestamppb.Timestamp)(nil),     // 15: google.protobuf.Timestamp
 }
 var file_bettercompute_v1_agents_proto_depIdxs = []int32{
-	12, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
-	13, // 1: bettercompute.v1.DiscoverySighting.first_seen:type_name -> google.protobuf.Timestamp
-	13, // 2: bettercompute.v1.DiscoverySighting.last_seen:type_name -> google.protobuf.Timestamp
-	9,  // 3: bettercompute.v1.ReportDiscoveriesRequest.items:type_name -> bettercompute.v1.DiscoverySighting
+	14, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	15, // 1: bettercompute.v1.DiscoverySighting.first_seen:type_name -> google.protobuf.Timestamp
+	15, // 2: bettercompute.v1.DiscoverySighting.last_seen:type_name -> google.protobuf.Timestamp
+	11, // 3: bettercompute.v1.ReportDiscoveriesRequest.items:type_name -> bettercompute.v1.DiscoverySighting
 	3,  // 4: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
 	2,  // 5: bettercompute.v1.JoinService.Renew:input_type -> bettercompute.v1.RenewRequest
 	0,  // 6: bettercompute.v1.JoinService.Announce:input_type -> bettercompute.v1.AnnounceRequest
 	5,  // 7: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
-	7,  // 8: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
-	10, // 9: bettercompute.v1.DiscoveriesService.Report:input_type -> bettercompute.v1.ReportDiscoveriesRequest
-	4,  // 10: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
-	4,  // 11: bettercompute.v1.JoinService.Renew:output_type -> bettercompute.v1.JoinResponse
-	1,  // 12: bettercompute.v1.JoinService.Announce:output_type -> bettercompute.v1.AnnounceResponse
-	6,  // 13: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
-	8,  // 14: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
-	11, // 15: bettercompute.v1.DiscoveriesService.Report:output_type -> bettercompute.v1.ReportDiscoveriesResponse
-	10, // [10:16] is the sub-list for method output_type
-	4,  // [4:10] is the sub-list for method input_type
+	9,  // 8: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
+	7,  // 9: bettercompute.v1.AgentCommandsService.ReportBMCStatus:input_type -> bettercompute.v1.ReportBMCStatusRequest
+	12, // 10: bettercompute.v1.DiscoveriesService.Report:input_type -> bettercompute.v1.ReportDiscoveriesRequest
+	4,  // 11: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
+	4,  // 12: bettercompute.v1.JoinService.Renew:output_type -> bettercompute.v1.JoinResponse
+	1,  // 13: bettercompute.v1.JoinService.Announce:output_type -> bettercompute.v1.AnnounceResponse
+	6,  // 14: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
+	10, // 15: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
+	8,  // 16: bettercompute.v1.AgentCommandsService.ReportBMCStatus:output_type -> bettercompute.v1.ReportBMCStatusResponse
+	13, // 17: bettercompute.v1.DiscoveriesService.Report:output_type -> bettercompute.v1.ReportDiscoveriesResponse
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -857,7 +964,7 @@ func file_bettercompute_v1_agents_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_agents_proto_rawDesc), len(file_bettercompute_v1_agents_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

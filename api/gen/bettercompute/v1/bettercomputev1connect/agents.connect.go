@@ -50,6 +50,9 @@ const (
 	// AgentCommandsServiceReportAttemptProcedure is the fully-qualified name of the
 	// AgentCommandsService's ReportAttempt RPC.
 	AgentCommandsServiceReportAttemptProcedure = "/bettercompute.v1.AgentCommandsService/ReportAttempt"
+	// AgentCommandsServiceReportBMCStatusProcedure is the fully-qualified name of the
+	// AgentCommandsService's ReportBMCStatus RPC.
+	AgentCommandsServiceReportBMCStatusProcedure = "/bettercompute.v1.AgentCommandsService/ReportBMCStatus"
 	// DiscoveriesServiceReportProcedure is the fully-qualified name of the DiscoveriesService's Report
 	// RPC.
 	DiscoveriesServiceReportProcedure = "/bettercompute.v1.DiscoveriesService/Report"
@@ -264,6 +267,11 @@ func (UnimplementedSecretsServiceHandler) Resolve(context.Context, *connect.Requ
 // AgentCommandsServiceClient is a client for the bettercompute.v1.AgentCommandsService service.
 type AgentCommandsServiceClient interface {
 	ReportAttempt(context.Context, *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error)
+	// ReportBMCStatus tells the workflow running one of the calling site's
+	// commands what the site's BMC gate says of the node's BMC ("BMC H
+	// unreachable since T: …", or empty once it answers): the workflow shows
+	// it as its BmcStatus search attribute.
+	ReportBMCStatus(context.Context, *connect.Request[v1.ReportBMCStatusRequest]) (*connect.Response[v1.ReportBMCStatusResponse], error)
 }
 
 // NewAgentCommandsServiceClient constructs a client for the bettercompute.v1.AgentCommandsService
@@ -283,12 +291,19 @@ func NewAgentCommandsServiceClient(httpClient connect.HTTPClient, baseURL string
 			connect.WithSchema(agentCommandsServiceMethods.ByName("ReportAttempt")),
 			connect.WithClientOptions(opts...),
 		),
+		reportBMCStatus: connect.NewClient[v1.ReportBMCStatusRequest, v1.ReportBMCStatusResponse](
+			httpClient,
+			baseURL+AgentCommandsServiceReportBMCStatusProcedure,
+			connect.WithSchema(agentCommandsServiceMethods.ByName("ReportBMCStatus")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // agentCommandsServiceClient implements AgentCommandsServiceClient.
 type agentCommandsServiceClient struct {
-	reportAttempt *connect.Client[v1.ReportAttemptRequest, v1.ReportAttemptResponse]
+	reportAttempt   *connect.Client[v1.ReportAttemptRequest, v1.ReportAttemptResponse]
+	reportBMCStatus *connect.Client[v1.ReportBMCStatusRequest, v1.ReportBMCStatusResponse]
 }
 
 // ReportAttempt calls bettercompute.v1.AgentCommandsService.ReportAttempt.
@@ -296,10 +311,20 @@ func (c *agentCommandsServiceClient) ReportAttempt(ctx context.Context, req *con
 	return c.reportAttempt.CallUnary(ctx, req)
 }
 
+// ReportBMCStatus calls bettercompute.v1.AgentCommandsService.ReportBMCStatus.
+func (c *agentCommandsServiceClient) ReportBMCStatus(ctx context.Context, req *connect.Request[v1.ReportBMCStatusRequest]) (*connect.Response[v1.ReportBMCStatusResponse], error) {
+	return c.reportBMCStatus.CallUnary(ctx, req)
+}
+
 // AgentCommandsServiceHandler is an implementation of the bettercompute.v1.AgentCommandsService
 // service.
 type AgentCommandsServiceHandler interface {
 	ReportAttempt(context.Context, *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error)
+	// ReportBMCStatus tells the workflow running one of the calling site's
+	// commands what the site's BMC gate says of the node's BMC ("BMC H
+	// unreachable since T: …", or empty once it answers): the workflow shows
+	// it as its BmcStatus search attribute.
+	ReportBMCStatus(context.Context, *connect.Request[v1.ReportBMCStatusRequest]) (*connect.Response[v1.ReportBMCStatusResponse], error)
 }
 
 // NewAgentCommandsServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -315,10 +340,18 @@ func NewAgentCommandsServiceHandler(svc AgentCommandsServiceHandler, opts ...con
 		connect.WithSchema(agentCommandsServiceMethods.ByName("ReportAttempt")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentCommandsServiceReportBMCStatusHandler := connect.NewUnaryHandler(
+		AgentCommandsServiceReportBMCStatusProcedure,
+		svc.ReportBMCStatus,
+		connect.WithSchema(agentCommandsServiceMethods.ByName("ReportBMCStatus")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.v1.AgentCommandsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentCommandsServiceReportAttemptProcedure:
 			agentCommandsServiceReportAttemptHandler.ServeHTTP(w, r)
+		case AgentCommandsServiceReportBMCStatusProcedure:
+			agentCommandsServiceReportBMCStatusHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -330,6 +363,10 @@ type UnimplementedAgentCommandsServiceHandler struct{}
 
 func (UnimplementedAgentCommandsServiceHandler) ReportAttempt(context.Context, *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.AgentCommandsService.ReportAttempt is not implemented"))
+}
+
+func (UnimplementedAgentCommandsServiceHandler) ReportBMCStatus(context.Context, *connect.Request[v1.ReportBMCStatusRequest]) (*connect.Response[v1.ReportBMCStatusResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.AgentCommandsService.ReportBMCStatus is not implemented"))
 }
 
 // DiscoveriesServiceClient is a client for the bettercompute.v1.DiscoveriesService service.
