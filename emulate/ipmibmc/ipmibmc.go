@@ -65,6 +65,8 @@ type BMC struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+	// machineMu serializes what the machine itself writes (machine.go).
+	machineMu sync.Mutex
 }
 
 // Start runs ipmi_sim for cfg with its files in dir (made if missing) until

@@ -2,11 +2,9 @@ package qemu
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/bmc"
-	"github.com/better-compute/better-compute/emulate/redfishbmc"
 )
 
 // powerPoll is how often the loop compares the BMC with QEMU: the BMC
@@ -57,15 +55,15 @@ func (m *Machine) converge() {
 		m.ended(p)
 		m.machineDid(p)
 	}
-	st := m.bmc.State()
+	st := m.bmc.state()
 	p := m.cur
 	switch {
 	case st.Power == bmc.Off && p != nil:
 		m.cur = nil
-		m.stop(p, lastPower(st.Calls) == "GracefulShutdown")
+		m.stop(p, st.GracefulOff)
 	case st.Power == bmc.On && p != nil && p.boot != st.Boots:
 		m.cur = nil
-		if lastPower(st.Calls) == "GracefulRestart" {
+		if st.GracefulRestart {
 			m.stop(p, true)
 		} else {
 			m.reset(p)
@@ -83,38 +81,28 @@ func (m *Machine) converge() {
 func (m *Machine) machineDid(p *process) {
 	reason := p.qmp.shutdownReason()
 	if reason == "guest-reset" {
-		if m.bmc.Rebooted(p.boot) {
+		if m.bmc.rebooted(p.boot) {
 			m.log.Info("qemu: the machine rebooted itself", "boot", p.boot)
 		}
 		return
 	}
-	if m.bmc.PoweredOff(p.boot) {
+	if m.bmc.poweredOff(p.boot) {
 		m.log.Info("qemu: the machine stopped by itself", "boot", p.boot, "reason", reason)
 	}
 }
 
 // boot starts the QEMU of the BMC's latest boot; a QEMU that cannot start
 // leaves the machine off at the BMC, as a machine that does not power on.
-func (m *Machine) boot(st redfishbmc.State) {
-	dev := st.LastBootDevice
+func (m *Machine) boot(st bmcState) {
+	dev := st.Device
 	if dev != bmc.BootPXE {
 		dev = bmc.BootDisk
 	}
 	p, err := m.start(st.Boots, dev)
 	if err != nil {
 		m.log.Error("qemu: the machine cannot start", "err", err)
-		m.bmc.PoweredOff(st.Boots)
+		m.bmc.poweredOff(st.Boots)
 		return
 	}
 	m.cur = p
-}
-
-// lastPower is the ResetType of the newest power request the BMC accepted.
-func lastPower(calls []string) string {
-	for i := len(calls) - 1; i >= 0; i-- {
-		if rt, ok := strings.CutPrefix(calls[i], "power:"); ok {
-			return rt
-		}
-	}
-	return ""
 }

@@ -1,6 +1,7 @@
 // Package qemu owns an emulated server that is a real QEMU virtual machine
-// behind an emulated Redfish BMC (emulate/redfishbmc): what the BMC is
-// asked to do, QEMU does. Each boot is one QEMU process, started with the
+// behind an emulated Redfish BMC (emulate/redfishbmc), or behind OpenIPMI's
+// ipmi_sim (emulate/ipmibmc) whose chassis control drives it: what the BMC
+// is asked to do, QEMU does. Each boot is one QEMU process, started with the
 // boot order the BMC's override asks for (bootindex on the NIC or the disk,
 // strict), with -no-reboot so that a reset ends the process: power on
 // starts QEMU, power off stops it through its monitor (QMP `quit`, or
@@ -9,7 +10,9 @@
 // (its OS, or firmware resetting) boots it again as the BMC's rules say (a
 // Once override is used up). So power.setPower and
 // management.setBootDevice, sent by the Redfish driver, do what they say
-// to a machine that really PXE-boots or boots its disk.
+// to a machine that really PXE-boots or boots its disk; so do chassis
+// power and chassis bootdev sent over IPMI (bmcs.go: one power loop
+// follows either BMC).
 package qemu
 
 import (
@@ -24,6 +27,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/emulate/ipmibmc"
 	"github.com/better-compute/better-compute/emulate/redfishbmc"
 	"github.com/better-compute/better-compute/errs"
 )
@@ -67,8 +71,14 @@ type Config struct {
 	// HideNICs makes the BMC report no NIC, as an IPMI BMC
 	// (redfishbmc.Config.HideNICs); the machine still has its NIC.
 	HideNICs bool
-	Disk     string // the disk image file (raw); required
-	DiskBus  string // "virtio" (virtio-blk-pci) or "nvme"; virtio when empty
+	// IPMI makes the BMC ipmi_sim (emulate/ipmibmc) on a loopback UDP port
+	// of its own, in Dir/ipmi-bmc, instead of an emulated Redfish BMC; its
+	// chassis control's power and boot device drive QEMU, and the machine's
+	// own reboots and power offs are written back to it. ipmi_sim must be
+	// installed (Debian's openipmi); a password is at most 19 bytes.
+	IPMI    bool
+	Disk    string // the disk image file (raw); required
+	DiskBus string // "virtio" (virtio-blk-pci) or "nvme"; virtio when empty
 	// DiskSerial is the disk's serial, what the ramdisk names it by.
 	DiskSerial string
 	MemoryMiB  int    // 512 when zero
@@ -96,7 +106,7 @@ type Boot struct {
 type Machine struct {
 	cfg  Config
 	log  *slog.Logger
-	bmc  *redfishbmc.BMC
+	bmc  machineBMC
 	kick chan struct{}
 
 	cancel context.CancelFunc
@@ -116,12 +126,11 @@ func New(cfg Config) (*Machine, error) {
 	}
 	m := &Machine{cfg: cfg, log: cfg.Logger.With("machine", cfg.Name), kick: make(chan struct{}, 1)}
 	var err error
-	m.bmc, err = redfishbmc.New(redfishbmc.Config{Username: cfg.Username, Password: cfg.Password, UUID: cfg.UUID,
-		Serial: cfg.Serial, MACs: []string{cfg.MAC}, HideNICs: cfg.HideNICs, MemoryBytes: uint64(cfg.MemoryMiB) << 20,
-		// What QEMU can do: no NMI (not wired to QMP), boot from the NIC or the disk only.
-		ResetTypes:  []string{"On", "ForceOn", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart", "PowerCycle", "PushPowerButton"},
-		BootTargets: []string{"None", "Pxe", "Hdd"}, DefaultBoot: bmc.BootDisk,
-		OnBoot: func(bmc.BootDevice) { m.wake() }, Logger: m.log})
+	if cfg.IPMI {
+		m.bmc, err = newIPMIBMC(cfg, m.wake)
+	} else {
+		m.bmc, err = newRedfishBMC(cfg, m.wake)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +177,9 @@ func (c *Config) fill() error {
 	return nil
 }
 
-// Start checks the firmware files, serves the BMC on ln and starts the
-// power loop. The machine is off until the BMC powers it on.
+// Start checks the firmware files, serves the BMC on ln (nil for an IPMI
+// machine: ipmi_sim starts on a port of its own) and starts the power
+// loop. The machine is off until the BMC powers it on.
 func (m *Machine) Start(ln net.Listener) error {
 	if err := os.MkdirAll(m.cfg.Dir, 0o700); err != nil {
 		return errs.Wrap(errs.Internal, err, "make %s", m.cfg.Dir)
@@ -177,9 +187,11 @@ func (m *Machine) Start(ln net.Listener) error {
 	if err := m.prepareFirmware(); err != nil {
 		return err
 	}
+	if err := m.bmc.start(ln); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel, m.done = cancel, make(chan struct{})
-	m.bmc.Start(ln)
 	go m.powerLoop(ctx)
 	return nil
 }
@@ -187,15 +199,42 @@ func (m *Machine) Start(ln net.Listener) error {
 // Close stops the BMC and the power loop and kills QEMU by its PID. Safe
 // to call twice.
 func (m *Machine) Close() {
-	m.bmc.Close()
+	m.bmc.close()
 	if m.cancel != nil {
 		m.cancel()
 		<-m.done
 	}
 }
 
-// BMC is the machine's emulated BMC.
-func (m *Machine) BMC() *redfishbmc.BMC { return m.bmc }
+// BMC is the machine's emulated Redfish BMC; nil for an IPMI machine.
+func (m *Machine) BMC() *redfishbmc.BMC {
+	if r, ok := m.bmc.(*redfishBMC); ok {
+		return r.b
+	}
+	return nil
+}
+
+// IPMI is the machine's ipmi_sim once started; nil for a Redfish machine.
+func (m *Machine) IPMI() *ipmibmc.BMC {
+	if p, ok := m.bmc.(*ipmiBMC); ok {
+		return p.b
+	}
+	return nil
+}
+
+// BMCAddress is the BMC's address as an operator enrolls it, with
+// BMCDriver's driver: the Redfish system URL, or ipmi://127.0.0.1:PORT
+// once started.
+func (m *Machine) BMCAddress() string { return m.bmc.address() }
+
+// BMCDriver is bmc.DriverRedfish or bmc.DriverIPMI.
+func (m *Machine) BMCDriver() string { return m.bmc.driver() }
+
+// BMCCalls are the machine-changing requests the BMC accepted, in order:
+// the Redfish BMC's State().Calls ("power:On", "boot:Pxe/Once", …), or
+// what ipmi_sim asked its chassis control to set ("boot pxe", "power 1",
+// "reset 1", "shutdown 1", …).
+func (m *Machine) BMCCalls() []string { return m.bmc.calls() }
 
 // Config is the machine's configuration, defaults filled.
 func (m *Machine) Config() Config { return m.cfg }

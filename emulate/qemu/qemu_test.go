@@ -52,6 +52,26 @@ var (
 // reboots, and returns it with a Redfish driver to its BMC.
 func testMachine(t *testing.T, tweaks ...func(*Config)) (*Machine, *bmcredfish.Driver) {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startTestMachine(t, ln, tweaks...)
+	addr, err := bmc.ParseAddress(bmc.DriverRedfish, strings.Replace(m.BMC().SystemURL(), "http://", "redfish+http://", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := bmcredfish.New(bmcredfish.Config{Address: addr, Credentials: bmc.Credentials{Username: "admin", Password: "pw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, d
+}
+
+// startTestMachine starts testMachine's machine, its BMC on ln (nil for
+// IPMI), and closes it when the test ends.
+func startTestMachine(t *testing.T, ln net.Listener, tweaks ...func(*Config)) *Machine {
+	t.Helper()
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		testenv.Missing(t, "qemu-system-x86_64", "apt-get install qemu-system-x86 ipxe-qemu (./run installs them)")
 	}
@@ -76,10 +96,6 @@ func testMachine(t *testing.T, tweaks ...func(*Config)) (*Machine, *bmcredfish.D
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := m.Start(ln); err != nil {
 		t.Fatal(err)
 	}
@@ -91,15 +107,7 @@ func testMachine(t *testing.T, tweaks ...func(*Config)) (*Machine, *bmcredfish.D
 			t.Logf("boots: %+v\nconsole:\n%s\nqemu.log:\n%s", m.Boots(), con, qlog)
 		}
 	})
-	addr, err := bmc.ParseAddress(bmc.DriverRedfish, strings.Replace(m.BMC().SystemURL(), "http://", "redfish+http://", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := bmcredfish.New(bmcredfish.Config{Address: addr, Credentials: bmc.Credentials{Username: "admin", Password: "pw"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, d
+	return m
 }
 
 func newTweaked(c Config, tweaks ...func(*Config)) (*Machine, error) {
