@@ -13,10 +13,14 @@ import (
 
 // enroll enrolls the machine by its BMC, and with Discovery by its
 // product UUID too (its BMC tells no MAC), in the trusting pool for
-// DiscoverTrusted; the node's ID.
+// DiscoverTrusted; an IPMI machine with its MAC (its BMC tells none) in
+// the ipmi pool. The node's ID.
 func (s *site) enroll(ctx context.Context, m *machine) (string, error) {
-	req := &v1.EnrollRequest{SiteId: s.siteID, PoolId: s.poolID, Bmc: &v1.Bmc{Address: m.q.BMC().SystemURL(), Driver: "redfish",
+	req := &v1.EnrollRequest{SiteId: s.siteID, PoolId: s.poolID, Bmc: &v1.Bmc{Address: m.q.BMCAddress(), Driver: m.q.BMCDriver(),
 		Credentials: &v1.BmcCredentials{Username: bmcUser, Password: bmcPassword}}}
+	if m.spec.IPMI {
+		req.PoolId, req.Macs = s.ipmiPool, []string{m.q.Config().MAC}
+	}
 	if m.spec.Discovery != "" {
 		req.ProductUuid = m.q.Config().UUID
 	}
@@ -27,7 +31,10 @@ func (s *site) enroll(ctx context.Context, m *machine) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("metal.enroll: %w", err)
 	}
-	by := "its BMC"
+	by := "its " + req.Bmc.Driver + " BMC"
+	if len(req.Macs) > 0 {
+		by += " and MAC " + req.Macs[0]
+	}
 	if req.ProductUuid != "" {
 		by += " and product UUID " + req.ProductUuid
 	}
@@ -115,7 +122,7 @@ func (s *site) unplugged(ctx context.Context, m *machine) MachineResult {
 	if n, err := s.api.Metal.Get(ctx, connect.NewRequest(&v1.GetNodeRequest{Id: r.Node})); err == nil {
 		r.LastError = n.Msg.Node.LastError
 	}
-	r.BMCCalls = m.q.BMC().State().Calls
+	r.BMCCalls = m.q.BMCCalls()
 	for _, b := range m.q.Boots() {
 		r.Boots = append(r.Boots, fmt.Sprintf("%s(%s)", b.Device, b.Reason))
 	}

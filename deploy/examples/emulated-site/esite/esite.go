@@ -3,7 +3,8 @@
 // dnsmasq leasing addresses on it, and on the bridge our site agent (proxy
 // DHCP, TFTP, HTTP boot, relay, image cache), the control plane, and QEMU
 // machines (legacy BIOS and UEFI, TCG) behind QMP-backed emulated Redfish
-// BMCs (emulate/qemu). Each machine is enrolled by its BMC and goes, for
+// BMCs, or one behind OpenIPMI's ipmi_sim whose chassis control drives QEMU
+// (emulate/qemu). Each machine is enrolled by its BMC and goes, for
 // real, PXE → iPXE → the ramdisk → inventory → a quick wipe of its disk
 // file → ready, and with an OS image, deploy (the image written, the
 // machine booted from its disk, the OS seen on its console) → undeploy →
@@ -44,6 +45,10 @@ type Spec struct {
 	// LinkDown unplugs the machine's NIC (qemu.Config.LinkDown): its
 	// enrollment must fail, naming where the boot stopped.
 	LinkDown bool `json:"linkDown"`
+	// IPMI puts the machine behind ipmi_sim (qemu.Config.IPMI), enrolled
+	// with the ipmi driver and its MAC (an IPMI BMC tells none) in a pool
+	// of the built-in ipmi hardware profile.
+	IPMI bool `json:"ipmi"`
 }
 
 // The ways a Spec's machine learns its MAC by PXE discovery.
@@ -75,19 +80,22 @@ type Config struct {
 // DHCP → snponly.efi over TFTP → iPXE), as a server's does; then the same
 // two again behind BMCs that report no MAC, found by PXE discovery (the
 // BIOS one confirmed by an operator, the UEFI one on a trusting pool),
-// so both firmwares' DHCP option 97 is matched to a product UUID.
+// so both firmwares' DHCP option 97 is matched to a product UUID; and a
+// legacy BIOS machine whose BMC is ipmi_sim.
 func DefaultMachines() []Spec {
 	return []Spec{{Name: "bios-1", Firmware: qemu.BIOS, DiskBus: "virtio"},
 		{Name: "uefi-1", Firmware: qemu.UEFI, DiskBus: "nvme", NoOptionROM: true},
 		{Name: "bios-pxe", Firmware: qemu.BIOS, DiskBus: "virtio", Discovery: DiscoverConfirm},
-		{Name: "uefi-pxe", Firmware: qemu.UEFI, DiskBus: "nvme", NoOptionROM: true, Discovery: DiscoverTrusted}}
+		{Name: "uefi-pxe", Firmware: qemu.UEFI, DiskBus: "nvme", NoOptionROM: true, Discovery: DiscoverTrusted},
+		{Name: "bios-ipmi", Firmware: qemu.BIOS, DiskBus: "virtio", IPMI: true}}
 }
 
-// CIMachines are what `./run test` takes: the BIOS machine through the
-// whole loop and the BIOS one found by PXE discovery.
+// CIMachines are what `./run test` takes: the IPMI BIOS machine through
+// the whole loop and the Redfish BIOS one found by PXE discovery, so both
+// drivers run and CI runs two machines.
 func CIMachines() []Spec {
 	all := DefaultMachines()
-	return []Spec{all[0], all[2]}
+	return []Spec{all[4], all[2]}
 }
 
 // UnpluggedMachine is a BIOS machine whose NIC's link is down.
@@ -128,8 +136,11 @@ type MachineResult struct {
 	EnrollToFailed time.Duration `json:"enrollToFailed"`
 	LastError      string        `json:"lastError"`
 	BMCCalls       []string      `json:"bmcCalls"`
-	Boots          []string      `json:"boots"` // device and end reason of each QEMU process
-	Error          string        `json:"error,omitempty"`
+	// With IPMI: what ipmitool -I lanplus -C 3 chassis power status said
+	// at the end, a client other than our driver reading the BMC.
+	IPMIPowerStatus string   `json:"ipmiPowerStatus"`
+	Boots           []string `json:"boots"` // device and end reason of each QEMU process
+	Error           string   `json:"error,omitempty"`
 }
 
 // Run builds the lab, runs the site in it and removes the lab, also on

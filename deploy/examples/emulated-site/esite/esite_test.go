@@ -38,6 +38,22 @@ var wantBMC = []string{
 // from and how it ended (QMP quit is power off; system_reset a restart).
 var wantBoots = []string{"pxe(host-qmp-quit)", "pxe(host-qmp-system-reset)", "disk(host-qmp-system-reset)", "pxe(host-qmp-quit)"}
 
+// wantIPMI is what ipmi_sim asked the chassis control of an IPMI machine
+// taken through the same loop to set: the same steps in IPMI's terms (a
+// boot device is "pxe" or "default", the disk; no native power cycle is
+// sent: the driver powers off, sees it off, and powers on).
+var wantIPMI = []string{
+	"boot pxe", "power 1", "power 0", // enroll → ready
+	"boot pxe", "power 1", "boot default", "power 0", "power 1", // deploy
+	"boot pxe", "power 0", "power 1", "power 0", // undeploy
+}
+
+// wantIPMIBoots are the devices of its QEMU processes. How a boot ended by
+// a power cycle shows depends on whether the power loop looked between the
+// off and the on (quit) or not (system_reset); either is the machine
+// restarted, so only the devices are compared, and that the last was quit.
+var wantIPMIBoots = []string{"pxe", "pxe", "disk", "pxe"}
+
 // wantDiscoveryBMC is what the BMC of a machine found by PXE discovery
 // must have been asked: metal.ensureRamdisk boots it into PXE with no boot
 // entry (PXE once, power on), so its firmware's DHCP request shows its MAC
@@ -57,9 +73,10 @@ var wantDiscoveryBoots = []string{"pxe(host-qmp-system-reset)", "pxe(host-qmp-qu
 // disk and the machine boots it from the disk, its console saying so;
 // undeployed, the disk is wiped again (ready). Machines whose BMC tells no
 // MAC are enrolled by product UUID and found by PXE discovery (confirmed,
-// or on a trusting pool), to ready. `./run test` runs the legacy BIOS
-// machine and the confirmed BIOS one (CIMachines); BC_ESITE=full (task
-// emulated-site) all four.
+// or on a trusting pool), to ready. A machine behind ipmi_sim goes
+// through the whole loop by the ipmi driver. `./run test` runs the IPMI
+// BIOS machine and the confirmed BIOS one (CIMachines); BC_ESITE=full
+// (task emulated-site) all five.
 func TestEmulatedSite(t *testing.T) {
 	cfg := Config{RamdiskDir: filepath.Join("..", "..", "..", "..", "build", "ramdisk"), Dir: t.TempDir(),
 		ReadyTimeout: 6 * time.Minute}
@@ -96,6 +113,10 @@ func TestEmulatedSite(t *testing.T) {
 		}
 		if m.DeployToOSUp <= 0 {
 			t.Errorf("%s: deploy → OS up %v, want > 0", m.Name, m.DeployToOSUp)
+		}
+		if spec.IPMI {
+			checkIPMI(t, m)
+			continue
 		}
 		if diff := cmp.Diff(wantBMC, m.BMCCalls); diff != "" {
 			t.Errorf("%s: BMC calls (-want +got):\n%s", m.Name, diff)
@@ -135,6 +156,31 @@ func logTails(t *testing.T, dir string) {
 		b, _ := os.ReadFile(f)
 		lines := strings.Split(string(b), "\n")
 		t.Logf("%s (last lines):\n%s", f, strings.Join(lines[max(0, len(lines)-60):], "\n"))
+	}
+}
+
+// checkIPMI checks a machine behind ipmi_sim: its chassis control was
+// asked the loop's sets, QEMU booted the devices they chose, and ipmitool
+// (not our driver) reads the power off at the end.
+func checkIPMI(t *testing.T, m MachineResult) {
+	t.Helper()
+	t.Logf("%s: chassis control log %v, boots %v, ipmitool: %q", m.Name, m.BMCCalls, m.Boots, m.IPMIPowerStatus)
+	if diff := cmp.Diff(wantIPMI, m.BMCCalls); diff != "" {
+		t.Errorf("%s: chassis control log (-want +got):\n%s", m.Name, diff)
+	}
+	var devices []string
+	for _, b := range m.Boots {
+		dev, _, _ := strings.Cut(b, "(")
+		devices = append(devices, dev)
+	}
+	if diff := cmp.Diff(wantIPMIBoots, devices); diff != "" {
+		t.Errorf("%s: boot devices (-want +got):\n%s", m.Name, diff)
+	}
+	if n := len(m.Boots); n == 0 || !strings.HasSuffix(m.Boots[n-1], "(host-qmp-quit)") {
+		t.Errorf("%s: boots %v, want the last ended by QMP quit (powered off)", m.Name, m.Boots)
+	}
+	if m.IPMIPowerStatus != "Chassis Power is off" {
+		t.Errorf("ipmitool chassis power status = %q, want Chassis Power is off", m.IPMIPowerStatus)
 	}
 }
 

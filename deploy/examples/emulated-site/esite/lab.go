@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,10 @@ const resultPrefix = "esite-result: "
 // Tools are the programs the site runs, by the Debian package that has them.
 var Tools = map[string]string{"ip": "iproute2", "dnsmasq": "dnsmasq-base", "qemu-system-x86_64": "qemu-system-x86"}
 
+// IPMITools are what a machine with Spec.IPMI needs: its BMC, and the
+// client that cross-checks it.
+var IPMITools = map[string]string{"ipmi_sim": "openipmi", "ipmitool": "ipmitool"}
+
 // ImageTools are what mkimage.sh runs to build the OS image, by package.
 var ImageTools = map[string]string{"syslinux": "syslinux", "mcopy": "mtools", "mkfs.vfat": "dosfstools", "sfdisk": "fdisk",
 	"cpio": "cpio", "zstd": "zstd", "go": "golang (any Go; ./run sets the toolchain)"}
@@ -56,6 +61,11 @@ func Check(cfg Config) (need, fix string) {
 	for f, pkg := range files {
 		if _, err := os.Stat(f); err != nil {
 			return f, "apt-get install " + pkg + " (./run installs it)"
+		}
+	}
+	for tool, pkg := range IPMITools {
+		if _, err := exec.LookPath(tool); err != nil && slices.ContainsFunc(cfg.Machines, func(s Spec) bool { return s.IPMI }) {
+			return tool, "apt-get install " + pkg + " (./run installs it)"
 		}
 	}
 	for _, f := range []string{"vmlinuz", "initrd.img"} {

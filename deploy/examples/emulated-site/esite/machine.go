@@ -60,17 +60,22 @@ func (s *site) newMachine(i int, spec Spec) (*machine, error) {
 	q, err := qemu.New(qemu.Config{Name: spec.Name, Dir: dir, Firmware: spec.Firmware, UUID: redfishbmc.RandomUUID(),
 		Serial: fmt.Sprintf("ESITE-%04d", i+1), MAC: fmt.Sprintf("52:54:00:bc:%02x:01", i+1),
 		Netdev: "tap,ifname=" + m.tap + ",script=no,downscript=no", Disk: m.disk, DiskBus: spec.DiskBus, NoOptionROM: spec.NoOptionROM,
-		LinkDown: spec.LinkDown, HideNICs: spec.Discovery != "", DiskSerial: fmt.Sprintf("ESITEDISK%02d", i+1), MemoryMiB: mem, Username: bmcUser, Password: bmcPassword,
+		LinkDown: spec.LinkDown, HideNICs: spec.Discovery != "", IPMI: spec.IPMI, DiskSerial: fmt.Sprintf("ESITEDISK%02d", i+1), MemoryMiB: mem, Username: bmcUser, Password: bmcPassword,
 		Logger: s.log.With("process", "bmc")})
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	var ln net.Listener // ipmi_sim takes a UDP port of its own
+	if !spec.IPMI {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, err
+		}
 	}
 	if err := q.Start(ln); err != nil {
-		ln.Close()
+		if ln != nil {
+			ln.Close()
+		}
+		q.Close()
 		return nil, err
 	}
 	m.q = q
@@ -79,7 +84,7 @@ func (s *site) newMachine(i int, spec Spec) (*machine, error) {
 		rom = "the firmware's own PXE"
 	}
 	s.say("%s: %s machine, %s disk, NIC %s on %s (%s%s), BMC %s", spec.Name, spec.Firmware, spec.DiskBus, q.Config().MAC, m.tap, rom,
-		machineNote(spec), q.BMC().SystemURL())
+		machineNote(spec), q.BMCAddress())
 	return m, nil
 }
 
@@ -90,6 +95,8 @@ func machineNote(spec Spec) string {
 		return "; its link is down"
 	case spec.Discovery != "":
 		return "; its BMC reports no MAC, discovery: " + spec.Discovery
+	case spec.IPMI:
+		return "; its BMC is ipmi_sim, whose chassis control drives QEMU"
 	}
 	return ""
 }
@@ -188,7 +195,11 @@ func (s *site) finish(m *machine, r *MachineResult) {
 			r.Error = "QEMU still runs 30s after the workflow ended"
 		}
 	}
-	r.BMCCalls = m.q.BMC().State().Calls
+	r.BMCCalls = m.q.BMCCalls()
+	if b := m.q.IPMI(); b != nil {
+		r.IPMIPowerStatus, _ = b.IPMItool("chassis", "power", "status") // what it said, also when it failed
+		r.IPMIPowerStatus = strings.TrimSpace(r.IPMIPowerStatus)
+	}
 	for _, b := range m.q.Boots() {
 		r.Boots = append(r.Boots, fmt.Sprintf("%s(%s)", b.Device, b.Reason))
 	}
@@ -199,8 +210,8 @@ func (s *site) finish(m *machine, r *MachineResult) {
 		}
 		r.DiskZero = zero
 	}
-	s.say("%s: %s; enroll → ready %s (power-on → ramdisk joined %s); disk file wiped: %v; BMC calls %v; boots %v", m.spec.Name, r.State,
-		r.EnrollToReady.Round(100*time.Millisecond), r.PowerOnToJoin.Round(100*time.Millisecond), r.DiskZero, r.BMCCalls, r.Boots)
+	s.say("%s: %s; enroll → ready %s (power-on → ramdisk joined %s); disk file wiped: %v; BMC calls %v; boots %v%s", m.spec.Name, r.State,
+		r.EnrollToReady.Round(100*time.Millisecond), r.PowerOnToJoin.Round(100*time.Millisecond), r.DiskZero, r.BMCCalls, r.Boots, ipmiNote(r))
 	if r.DeployToDeployed > 0 {
 		s.say("%s: deploy → deployed %s, → the OS up %s; undeploy → ready %s", m.spec.Name, r.DeployToDeployed.Round(100*time.Millisecond),
 			r.DeployToOSUp.Round(100*time.Millisecond), r.UndeployToReady.Round(100*time.Millisecond))
@@ -223,4 +234,12 @@ func powerOnToJoin(boots []qemu.Boot, joined time.Time) time.Duration {
 		return 0
 	}
 	return joined.Sub(start)
+}
+
+// ipmiNote is what ipmitool said of an IPMI machine's power, for its line.
+func ipmiNote(r *MachineResult) string {
+	if r.IPMIPowerStatus == "" {
+		return ""
+	}
+	return "; ipmitool -I lanplus -C 3 chassis power status: " + r.IPMIPowerStatus
 }

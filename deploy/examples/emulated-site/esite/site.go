@@ -36,6 +36,7 @@ type site struct {
 	siteID   string
 	poolID   string
 	trusted  string // the pool with trustProvisioningNetwork
+	ipmiPool string // the pool of the built-in ipmi hardware profile
 	machines []*machine
 	images   *http.Server // the OS image store, with Config.Image
 	mu       sync.Mutex   // serializes output lines
@@ -118,6 +119,14 @@ func (s *site) start(ctx context.Context) error {
 		return fmt.Errorf("pools.create(trustProvisioningNetwork): %w", err)
 	}
 	s.trusted = trusted.Msg.Pool.Id
+	// A pool's hardware profile fixes its power driver: IPMI machines have
+	// a pool of their own, of the built-in ipmi profile.
+	ipmiPool, err := s.api.Pools.Create(ctx, connect.NewRequest(&v1.CreatePoolRequest{SiteId: s.siteID, Class: "metal-host",
+		Policy: &v1.PoolPolicy{HardwareProfile: "ipmi"}}))
+	if err != nil {
+		return fmt.Errorf("pools.create(ipmi): %w", err)
+	}
+	s.ipmiPool = ipmiPool.Msg.Pool.Id
 	if s.cfg.Image != "" {
 		if err := s.registerImage(ctx); err != nil {
 			return err
