@@ -338,7 +338,9 @@ func decompressor(r io.Reader, compression string) (io.Reader, func(), error) {
 		// fifth of the CPU of a sparse image, and it proves nothing the sha256
 		// of the stream as served does not: the same stream decompresses to
 		// the same bytes.
-		z, err := zstd.NewReader(r, zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(1<<31), zstd.IgnoreChecksum(true))
+		// rleToRaw: zero RLE blocks reach the decoder as raw blocks, which it
+		// copies instead of expanding byte by byte.
+		z, err := zstd.NewReader(&rleToRaw{r: r}, zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(1<<31), zstd.IgnoreChecksum(true))
 		if err != nil {
 			return nil, nil, errs.Wrap(errs.DriverError, err, "image stream is not zstd")
 		}

@@ -347,12 +347,20 @@ func TestWriteImageZeroRunsOverOldData(t *testing.T) {
 	image := zeroRunImage(data, tail)
 	imageLen := int64(len(data))*blockSize + tail
 	zeroLen := imageLen - 2*blockSize
-	for _, c := range []string{"none", "zstd"} {
-		t.Run(c, func(t *testing.T) {
-			d := newFakeDisk(t, Disk{Serial: "ZR-" + c, SizeBytes: imageLen + 64<<20})
+	for _, tc := range []struct {
+		name, c string
+		opts    []zstd.EOption
+	}{
+		{"none", "none", nil},
+		{"zstd", "zstd", nil},
+		{"zstd-best", "zstd", []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedBestCompression)}}, // zero blocks as RLE blocks
+	} {
+		c := tc.c
+		t.Run(tc.name, func(t *testing.T) {
+			d := newFakeDisk(t, Disk{Serial: "ZR-" + tc.name, SizeBytes: imageLen + 64<<20})
 			junk := []int64{0, blockSize + 100, SyncEvery - 512<<10, SyncEvery + blockSize, (s + 3) * blockSize, imageLen - 1024}
 			scribble(t, d, junk...)
-			src, digest := streamOf(t, image, c)
+			src, digest := streamOf(t, image, c, tc.opts...)
 			var reported []int64
 			res, err := WriteImage(context.Background(), src, ImageSpec{Digest: digest, Compression: c}, d, 0,
 				func(n int64) { reported = append(reported, n) })
@@ -376,9 +384,10 @@ func TestWriteImageZeroRunsOverOldData(t *testing.T) {
 	}
 }
 
-// streamOf returns the image as served with compression none or zstd, and
-// its digest, without holding the raw image in memory.
-func streamOf(t *testing.T, image func() io.Reader, compression string) (io.Reader, string) {
+// streamOf returns the image as served with compression none or zstd (with
+// the encoder's opts), and its digest, without holding the raw image in
+// memory.
+func streamOf(t *testing.T, image func() io.Reader, compression string, opts ...zstd.EOption) (io.Reader, string) {
 	t.Helper()
 	if compression == "none" {
 		h := sha256.New()
@@ -388,7 +397,7 @@ func streamOf(t *testing.T, image func() io.Reader, compression string) (io.Read
 		return image(), "sha256:" + hex.EncodeToString(h.Sum(nil))
 	}
 	var buf bytes.Buffer
-	w, err := zstd.NewWriter(&buf)
+	w, err := zstd.NewWriter(&buf, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
