@@ -2,7 +2,7 @@
 // machines, legacy BIOS and UEFI, PXE-booted by bcd site on a bridge in
 // network namespaces, enrolled by their emulated Redfish BMCs and taken to
 // ready (two of them behind BMCs that report no MAC, found by PXE
-// discovery). It prints each machine's progress and the time from power-on
+// discovery; one behind ipmi_sim, whose chassis control drives QEMU). It prints each machine's progress and the time from power-on
 // to the ramdisk joined; with -image, each machine enrolled by its MAC is
 // then deployed with that image, seen running from its disk, and
 // undeployed back to ready. Then, with -unplugged, a site of its own with
