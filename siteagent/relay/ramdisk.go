@@ -104,7 +104,7 @@ func (r *Relay) Result(node, id string, res kinds.Result) error {
 		r.dequeueLocked(c)
 	}
 	delete(r.cmds, id)
-	endSpan(c, res.ErrorKind)
+	endSpan(c, failedAs(res))
 	if c.waiters == 0 {
 		r.kept[keptKey{node, id}] = kept{res: res, at: time.Now()}
 	}

@@ -6,6 +6,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/better-compute/better-compute/kinds"
 )
 
 // handOutLocked starts c's span as a ramdisk boot takes it: "relay <kind>",
@@ -33,4 +35,16 @@ func endSpan(c *command, why string) {
 	}
 	c.span.End()
 	c.span = nil
+}
+
+// failedAs is why a result's span failed: its error kind ("" for a success;
+// INTERNAL for a failure that names none).
+func failedAs(res kinds.Result) string {
+	switch {
+	case res.OK:
+		return ""
+	case res.ErrorKind == "":
+		return "INTERNAL"
+	}
+	return res.ErrorKind
 }

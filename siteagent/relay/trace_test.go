@@ -82,3 +82,19 @@ func TestNoTracer(t *testing.T) {
 		t.Errorf("take = valid %v, ok %v; want no trace context, ok", sc.IsValid(), ok)
 	}
 }
+
+func TestFailedAs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		res  kinds.Result
+		want string
+	}{
+		{kinds.Result{OK: true}, ""},
+		{kinds.Result{ErrorKind: "UNVERIFIED_WIPE"}, "UNVERIFIED_WIPE"},
+		{kinds.Result{}, "INTERNAL"},
+	} {
+		if got := failedAs(tc.res); got != tc.want {
+			t.Errorf("failedAs(%+v) = %q, want %q", tc.res, got, tc.want)
+		}
+	}
+}
