@@ -177,15 +177,9 @@ func (s metal) checkCredentialsRef(ctx context.Context, tenant, ref string) erro
 
 // start starts verb v's workflow on node n, one operation per node at a time.
 func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.Input) (*connect.Response[v1.VerbResponse], error) {
-	if err := s.needTemporal(); err != nil {
-		return nil, err
-	}
-	n, busy, err := s.settled(ctx, n)
+	n, err := s.idle(ctx, n)
 	if err != nil {
 		return nil, err
-	}
-	if busy != nil {
-		return nil, busyError(n.ID, busy)
 	}
 	if err := nodestate.CheckVerb(v, n.State); err != nil {
 		return nil, err
@@ -196,22 +190,62 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 	if profile == "" {
 		profile = in.ProfileID
 	}
+	run, err := s.startNodeWorkflow(ctx, n, nodeRun{verb: string(v), workflow: spec.Workflow, profile: profile,
+		version: in.ProfileVersion}, in)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.VerbResponse{Node: nodeOut(n), WorkflowId: run.GetID(), RunId: run.GetRunID()}), nil
+}
+
+// idle returns node n once no workflow works on it (settled), or
+// INVALID_STATE naming the one that does; UNAVAILABLE without Temporal.
+func (s metal) idle(ctx context.Context, n store.Node) (store.Node, error) {
+	if err := s.needTemporal(); err != nil {
+		return n, err
+	}
+	n, busy, err := s.settled(ctx, n)
+	if err != nil {
+		return n, err
+	}
+	if busy != nil {
+		return n, busyError(n.ID, busy)
+	}
+	return n, nil
+}
+
+// nodeRun names a workflow of a node: its verb (the Verb search attribute),
+// its workflow type, the profile it runs ("" for none) and a bound on its
+// whole run (0 for none).
+type nodeRun struct {
+	verb, workflow, profile string
+	version                 int
+	timeout                 time.Duration
+}
+
+// startNodeWorkflow starts r under the node's workflow id, so one operation
+// runs per node at a time (INVALID_STATE naming a running one), with the
+// node's search attributes; its payloads are encrypted with the tenant's key.
+func (s metal) startNodeWorkflow(ctx context.Context, n store.Node, r nodeRun, in any) (client.WorkflowRun, error) {
+	attrs := []temporal.SearchAttributeUpdate{
+		temporal.NewSearchAttributeKeyKeyword("TenantId").ValueSet(n.TenantID),
+		temporal.NewSearchAttributeKeyKeyword("NodeId").ValueSet(n.ID),
+		temporal.NewSearchAttributeKeyKeyword("SiteId").ValueSet(n.SiteID),
+		temporal.NewSearchAttributeKeyKeyword("Verb").ValueSet(r.verb),
+	}
+	if r.profile != "" {
+		attrs = append(attrs, temporal.NewSearchAttributeKeyKeyword("ProfileId").ValueSet(r.profile),
+			temporal.NewSearchAttributeKeyInt64("ProfileVersion").ValueSet(int64(r.version)))
+	}
 	opts := client.StartWorkflowOptions{
 		ID: wf.WorkflowID(n.ID), TaskQueue: wf.ControlPlaneQueue,
 		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword("TenantId").ValueSet(n.TenantID),
-			temporal.NewSearchAttributeKeyKeyword("NodeId").ValueSet(n.ID),
-			temporal.NewSearchAttributeKeyKeyword("SiteId").ValueSet(n.SiteID),
-			temporal.NewSearchAttributeKeyKeyword("ProfileId").ValueSet(profile),
-			temporal.NewSearchAttributeKeyInt64("ProfileVersion").ValueSet(int64(in.ProfileVersion)),
-			temporal.NewSearchAttributeKeyKeyword("Verb").ValueSet(string(v)),
-		),
+		WorkflowExecutionTimeout:                 r.timeout,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(attrs...),
 	}
-	// Its payloads are encrypted with the tenant's key.
-	run, err := s.temporal.ExecuteWorkflow(codec.WithTenant(ctx, n.TenantID), opts, spec.Workflow, in)
+	run, err := s.temporal.ExecuteWorkflow(codec.WithTenant(ctx, n.TenantID), opts, r.workflow, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		if info := s.runningWorkflow(ctx, n.ID); info != nil {
@@ -219,9 +253,9 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 		}
 	}
 	if err != nil {
-		return nil, errs.Wrap(errs.Unavailable, err, "start %s", spec.Workflow)
+		return nil, errs.Wrap(errs.Unavailable, err, "start %s", r.workflow)
 	}
-	return connect.NewResponse(&v1.VerbResponse{Node: nodeOut(n), WorkflowId: run.GetID(), RunId: run.GetRunID()}), nil
+	return run, nil
 }
 
 // runningWorkflow returns the node's running workflow, or nil.

@@ -8,14 +8,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
-	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
@@ -54,15 +50,8 @@ func (s metal) Update(ctx context.Context, r *connect.Request[v1.UpdateNodeReque
 	if n.State.Active() || n.State == nodestate.Retired {
 		return nil, errs.New(errs.InvalidState, "node %s is %s: change its BMC settings once it rests (wait, or metal abort it), not while a verb runs", n.ID, n.State)
 	}
-	if err := s.needTemporal(); err != nil {
+	if n, err = s.idle(ctx, n); err != nil {
 		return nil, err
-	}
-	n, busy, err := s.settled(ctx, n)
-	if err != nil {
-		return nil, err
-	}
-	if busy != nil {
-		return nil, busyError(n.ID, busy)
 	}
 	sealed := ""
 	if creds != nil { // sealed before the check: the site reads credentials only by reference
@@ -138,30 +127,11 @@ func updatedBMC(n store.Node, b *v1.Bmc) (kinds.BMCTarget, *v1.BmcCredentials, e
 
 // checkAndSave runs metal.update's workflow and waits for its end.
 func (s metal) checkAndSave(ctx context.Context, n store.Node, target kinds.BMCTarget) error {
-	opts := client.StartWorkflowOptions{
-		ID: wf.WorkflowID(n.ID), TaskQueue: wf.ControlPlaneQueue,
-		WorkflowIDConflictPolicy:                 enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowIDReusePolicy:                    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		WorkflowExecutionTimeout:                 updateWait,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporal.NewSearchAttributeKeyKeyword("TenantId").ValueSet(n.TenantID),
-			temporal.NewSearchAttributeKeyKeyword("NodeId").ValueSet(n.ID),
-			temporal.NewSearchAttributeKeyKeyword("SiteId").ValueSet(n.SiteID),
-			temporal.NewSearchAttributeKeyKeyword("Verb").ValueSet("update"),
-		),
-	}
 	in := wf.UpdateBMCInput{TenantID: n.TenantID, NodeID: n.ID, SiteID: n.SiteID, State: n.State,
 		ProductUUID: strings.ToLower(n.ProductUUID), BMC: target}
-	run, err := s.temporal.ExecuteWorkflow(codec.WithTenant(ctx, n.TenantID), opts, wf.UpdateBMC, in)
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	if errors.As(err, &started) {
-		if info := s.runningWorkflow(ctx, n.ID); info != nil {
-			return busyError(n.ID, info)
-		}
-	}
+	run, err := s.startNodeWorkflow(ctx, n, nodeRun{verb: "update", workflow: wf.UpdateBMC, timeout: updateWait}, in)
 	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "start the BMC check of node %s", n.ID)
+		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, updateWait+10*time.Second)
 	defer cancel()

@@ -4,8 +4,6 @@ package demo_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +21,7 @@ import (
 // what to check. With the cable back, recover brings it to ready.
 func TestBootStallFailsNamingWhere(t *testing.T) {
 	ctx := ctxFor(t, 3*time.Minute)
-	d, err := demo.Start(ctx, demo.Config{Machines: 1, DataDir: t.TempDir(), Out: testWriter{t},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listen: "127.0.0.1:0", TemporalListen: "127.0.0.1:0",
-		UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20, BootStall: 2 * time.Second})
-	if err != nil {
-		t.Fatalf("demo.Start = %v", err)
-	}
-	t.Cleanup(d.Stop)
+	d := startWith(t, func(c *demo.Config) { c.Machines, c.BootStall = 1, 2*time.Second })
 	m := d.Rack.Machines()[0]
 	if err := d.Rack.UnplugNIC(m.Name, true); err != nil {
 		t.Fatal(err)

@@ -27,11 +27,21 @@ func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b[:len(b)-1]))
 
 func start(t *testing.T, machines int) *demo.Demo {
 	t.Helper()
+	return startWith(t, func(c *demo.Config) { c.Machines = machines })
+}
+
+// startWith starts a demo on loopback in a temp dir, logging to the test,
+// with edit's changes to the config (machines, BMC password, tracer…),
+// stopped when the test ends.
+func startWith(t *testing.T, edit func(*demo.Config)) *demo.Demo {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	d, err := demo.Start(ctx, demo.Config{Machines: machines, DataDir: t.TempDir(), Out: testWriter{t},
+	cfg := demo.Config{DataDir: t.TempDir(), Out: testWriter{t},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listen: "127.0.0.1:0", TemporalListen: "127.0.0.1:0",
-		UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20})
+		UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20}
+	edit(&cfg)
+	d, err := demo.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("demo.Start = %v", err)
 	}

@@ -4,8 +4,6 @@ package demo_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/url"
 	"os/exec"
 	"slices"
@@ -40,13 +38,7 @@ func TestLifecycleIPMIAndRedfish(t *testing.T) {
 	ipmisim.NeedTools(t)
 	ctx := ctxFor(t, 4*time.Minute)
 	const password = "ipmi-demo-pw"
-	d, err := demo.Start(ctx, demo.Config{Machines: 2, IPMI: 1, DataDir: t.TempDir(), Out: testWriter{t}, BMCPassword: password,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listen: "127.0.0.1:0", TemporalListen: "127.0.0.1:0",
-		UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20})
-	if err != nil {
-		t.Fatalf("demo.Start = %v", err)
-	}
-	t.Cleanup(d.Stop)
+	d := startWith(t, func(c *demo.Config) { c.Machines, c.IPMI, c.BMCPassword = 2, 1, password })
 	nodes, failed := d.LoopAll(ctx)
 	if len(failed) > 0 {
 		t.Fatalf("LoopAll = %v", failed)

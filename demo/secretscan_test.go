@@ -26,8 +26,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
-	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/controlplane"
+	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
 )
 

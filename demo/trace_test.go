@@ -5,8 +5,6 @@ package demo_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -38,13 +36,7 @@ func TestTraceOfADeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = shutdown(context.Background()) })
-	d, err := demo.Start(ctx, demo.Config{Machines: 1, DataDir: t.TempDir(), Out: testWriter{t},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listen: "127.0.0.1:0", TemporalListen: "127.0.0.1:0",
-		UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20, Tracer: tp})
-	if err != nil {
-		t.Fatalf("demo.Start = %v", err)
-	}
-	t.Cleanup(d.Stop)
+	d := startWith(t, func(c *demo.Config) { c.Machines, c.Tracer = 1, tp })
 	m := d.Rack.Machines()[0]
 	node, err := d.Enroll(ctx, m)
 	if err != nil {

@@ -4,8 +4,6 @@ package demo_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -25,13 +23,7 @@ import (
 func TestUpdateFixesAWrongPassword(t *testing.T) {
 	ctx := ctxFor(t, 4*time.Minute)
 	const password = "update-test-pw"
-	d, err := demo.Start(ctx, demo.Config{Machines: 1, DataDir: t.TempDir(), Out: testWriter{t}, BMCPassword: password,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listen: "127.0.0.1:0", TemporalListen: "127.0.0.1:0",
-		UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20})
-	if err != nil {
-		t.Fatalf("demo.Start = %v", err)
-	}
-	t.Cleanup(d.Stop)
+	d := startWith(t, func(c *demo.Config) { c.Machines, c.BMCPassword = 1, password })
 	m := d.Rack.Machines()[0]
 	creds := func(pw string) *v1.BmcCredentials { return &v1.BmcCredentials{Username: m.BMCUsername, Password: pw} }
 	r, err := d.API.Metal.Enroll(ctx, connect.NewRequest(&v1.EnrollRequest{SiteId: d.SiteID, PoolId: d.PoolID,
