@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api"
 	"github.com/better-compute/better-compute/bench/bare"
 	"github.com/better-compute/better-compute/bench/procmem"
 	"github.com/better-compute/better-compute/controlplane"
@@ -371,7 +372,9 @@ func startBare(ctx context.Context, b *testing.B, f *fleet) *bare.Baseline {
 	if err != nil {
 		b.Fatal(err)
 	}
-	key, err := cp.Store().CurrentKey(ctx, store.PurposeCodec, "") // the bare workflow is no tenant's
+	// The bare workflows copy our search attributes, TenantId root among
+	// them, so their payloads are under root's codec key, as ours are.
+	key, err := cp.Store().CurrentKey(ctx, store.PurposeCodec, api.RootTenant)
 	if err != nil {
 		b.Fatal(err)
 	}
