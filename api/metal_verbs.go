@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 
 	"connectrpc.com/connect"
@@ -13,6 +15,7 @@ import (
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/provision"
 	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
 )
@@ -65,8 +68,23 @@ func (s metal) Deploy(ctx context.Context, r *connect.Request[v1.DeployRequest])
 	if r.Msg.ProfileVersion < 1 {
 		return nil, errs.Invalid("profileVersion", "name the profile version to deploy (1 or more), got %d", r.Msg.ProfileVersion)
 	}
-	if _, err := s.store.GetProfile(ctx, n.TenantID, r.Msg.Profile, int(r.Msg.ProfileVersion)); err != nil {
+	p, err := s.store.GetProfile(ctx, n.TenantID, r.Msg.Profile, int(r.Msg.ProfileVersion))
+	if err != nil {
 		return nil, err
+	}
+	// A profile stored before its steps were resolved at create (or whose
+	// image left the catalog) is refused here, before the node moves.
+	var doc provision.Profile
+	if err := json.Unmarshal(p.Document, &doc); err != nil {
+		return nil, fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
+	}
+	problems, err := s.problems(ctx, n.TenantID, doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(problems) > 0 {
+		return nil, errs.Invalid("profile", "profile %s v%d cannot run: %s: %s (profiles validate lists every problem)",
+			p.ID, p.Version, problems[0].Field, problems[0].Message)
 	}
 	return s.start(ctx, n, nodestate.Deploy, wf.Input{ProfileID: r.Msg.Profile, ProfileVersion: int(r.Msg.ProfileVersion)})
 }

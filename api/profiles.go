@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/provision"
 	"github.com/better-compute/better-compute/store"
+	wf "github.com/better-compute/better-compute/workflows"
 )
 
 type profiles struct{ *Server }
@@ -26,7 +27,11 @@ func (s profiles) Create(ctx context.Context, req *connect.Request[v1.CreateProf
 		return nil, errs.Invalid("profile", "the profile document is missing")
 	}
 	doc := profileIn(req.Msg.Profile)
-	if problems := doc.Validate(); len(problems) > 0 {
+	problems, err := s.problems(ctx, t, doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(problems) > 0 {
 		return nil, errs.Invalid("profile."+problems[0].Field, "%s", problems[0].Message)
 	}
 	b, err := json.Marshal(doc)
@@ -77,8 +82,35 @@ func (s profiles) List(ctx context.Context, req *connect.Request[v1.ListProfiles
 	return connect.NewResponse(out), nil
 }
 
-// Validate checks a stored profile's shape. Resolving its steps against the
-// registered steps comes with the step registry.
+// problems lists what is wrong with a profile of tenant: its shape, then
+// its steps resolved against the steps this control plane runs, then the
+// catalog images it names that the tenant does not have.
+func (s *Server) problems(ctx context.Context, tenant string, doc provision.Profile) ([]provision.Problem, error) {
+	out := doc.Validate()
+	if len(out) > 0 {
+		return out, nil
+	}
+	if out = wf.ResolveSteps(doc.Steps); len(out) > 0 {
+		return out, nil
+	}
+	images := wf.ImagesOf(doc.Steps)
+	for i := range doc.Steps {
+		img, ok := images[i]
+		if !ok {
+			continue
+		}
+		if _, err := s.store.GetImage(ctx, tenant, img); errs.Is(err, errs.NotFound) {
+			out = append(out, provision.Problem{Field: fmt.Sprintf("steps[%d].with.image", i),
+				Message: fmt.Sprintf("image %s is not in the catalog (register it with images.register)", img)})
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Validate checks a stored profile: its shape, its steps resolved against
+// the steps this control plane runs, and the images it names.
 func (s profiles) Validate(ctx context.Context, req *connect.Request[v1.ValidateProfileRequest]) (*connect.Response[v1.ValidateProfileResponse], error) {
 	if req.Msg.ProfileVersion < 1 {
 		return nil, errs.Invalid("profileVersion", "want the version to validate (1 or more), got %d", req.Msg.ProfileVersion)
@@ -91,8 +123,12 @@ func (s profiles) Validate(ctx context.Context, req *connect.Request[v1.Validate
 	if err := json.Unmarshal(p.Document, &doc); err != nil {
 		return nil, fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
 	}
+	problems, err := s.problems(ctx, p.TenantID, doc)
+	if err != nil {
+		return nil, err
+	}
 	out := &v1.ValidateProfileResponse{Valid: true}
-	for _, pr := range doc.Validate() {
+	for _, pr := range problems {
 		out.Valid = false
 		out.Problems = append(out.Problems, &v1.ValidationProblem{Field: pr.Field, Message: pr.Message})
 	}

@@ -119,8 +119,24 @@ func TestPoolsImagesProfiles(t *testing.T) {
 	if !strings.HasPrefix(nested(img, "image", "id"), "img_") {
 		t.Errorf("images.register = %v", img)
 	}
-	e.ok(e.root, profCreate, `{"profile":{"id":"ubuntu-24.04-gpu-host","version":1,"target":"metal","role":"host","steps":[{"use":"deploy.image","with":{"image":"img_x"}},{"use":"boot.kexec"}]}}`)
-	code, out := e.call(e.root, profCreate, `{"profile":{"id":"ubuntu-24.04-gpu-host","version":1,"target":"metal","role":"host","steps":[{"use":"boot.kexec"}]}}`)
+	imgID := nested(img, "image", "id")
+	good := `{"profile":{"id":"ubuntu-24.04-gpu-host","version":1,"target":"metal","role":"host","steps":[{"use":"deploy.image","with":{"image":"` + imgID + `"}},{"use":"boot.kexec"}]}}`
+	e.ok(e.root, profCreate, good)
+	// Steps are resolved before anything is stored: each refusal names the field.
+	for _, tc := range []struct{ steps, field string }{
+		{`[{"use":"ansible.run"}]`, "profile.steps[0].use"},
+		{`[{"use":"boot.kexec"}]`, "profile.steps[0].use"},
+		{`[{"use":"power.setPower","with":{"action":"explode"}}]`, "profile.steps[0].with.action"},
+		{`[{"use":"power.setPower","with":{"action":"cycle","speed":"fast"}}]`, "profile.steps[0].with.speed"},
+		{`[{"use":"management.setBootDevice"}]`, "profile.steps[0].with.device"},
+		{`[{"use":"deploy.image","with":{"image":"img_01k5w0000000000000000000000"}}]`, "profile.steps[0].with.image"},
+	} {
+		body := `{"profile":{"id":"bad","version":1,"target":"metal","role":"host","steps":` + tc.steps + `}}`
+		if code, out := e.call(e.root, profCreate, body); kindOf(out) != "INVALID_INPUT" || field(out) != tc.field {
+			t.Errorf("profiles.create(%s) = %d %s field %q, want INVALID_INPUT naming %s", tc.steps, code, kindOf(out), field(out), tc.field)
+		}
+	}
+	code, out := e.call(e.root, profCreate, good)
 	if code != 409 || kindOf(out) != "ALREADY_EXISTS" {
 		t.Errorf("profiles.create same version twice = %d %v, want ALREADY_EXISTS", code, out)
 	}
