@@ -25,8 +25,8 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
-	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api"
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bench/bare"
 	"github.com/better-compute/better-compute/bench/procmem"
 	"github.com/better-compute/better-compute/controlplane"
