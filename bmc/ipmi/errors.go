@@ -36,8 +36,8 @@ func classify(host, user string, err error) *errs.Error {
 		return unauthenticated(host, user, "the password does not match", err)
 	case errors.As(err, &rs):
 		return rmcpStatus(host, user, rs, err)
-	case sessionStatus(err) != nil:
-		return rmcpStatus(host, user, sessionStatus(err), err)
+	case sessionStatus(err, &rs):
+		return rmcpStatus(host, user, rs, err)
 	case errors.As(err, &cc) && cc.CompletionCode() == types.CodeInsufficientPrivilege:
 		return errs.Wrap(errs.PermissionDenied, err, "BMC %s answered that %q lacks the privilege for this: give the account administrator rights on the BMC", host, user)
 	case errors.As(err, &cc):
@@ -45,13 +45,18 @@ func classify(host, user string, err error) *errs.Error {
 	case errors.Is(err, context.Canceled):
 		return errs.Wrap(errs.DriverError, err, "the request to BMC %s was canceled", host)
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return errs.Wrap(errs.DriverError, err, "BMC %s did not answer in time: check that it is up, reachable from the site agent over UDP, and has IPMI over LAN enabled", host)
+		return noAnswer(host, err)
 	case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &ne):
 		return errs.Wrap(errs.DriverError, err, "cannot reach BMC %s: nothing answers IPMI there; check its address and that IPMI over LAN is enabled", host)
 	case strings.Contains(err.Error(), exchangeFailed):
-		return errs.Wrap(errs.DriverError, err, "BMC %s did not answer in time: check that it is up, reachable from the site agent over UDP, and has IPMI over LAN enabled", host)
+		return noAnswer(host, err)
 	}
 	return errs.Wrap(errs.DriverError, err, "BMC %s answered something the IPMI driver cannot use", host)
+}
+
+// noAnswer is the error of an exchange the BMC did not answer in time.
+func noAnswer(host string, err error) *errs.Error {
+	return errs.Wrap(errs.DriverError, err, "BMC %s did not answer in time: check that it is up, reachable from the site agent over UDP, and has IPMI over LAN enabled", host)
 }
 
 // rmcpStatus explains a status code of RMCP+ session setup.
@@ -107,13 +112,15 @@ const exchangeFailed = "IPMI LAN: " // every exchange failure of go-ipmi's lan i
 // loginFailed reports whether err's text holds target's.
 func loginFailed(err, target error) bool { return strings.Contains(err.Error(), target.Error()) }
 
-// sessionStatus finds an RMCP+ status of session setup in err's text.
-func sessionStatus(err error) *types.RmcpStatusError {
+// sessionStatus finds an RMCP+ status of session setup in err's text and
+// sets *rs to it.
+func sessionStatus(err error, rs **types.RmcpStatusError) bool {
 	msg := err.Error()
 	for code := types.RmcpStatusCode(1); code <= types.RmcpStatusCodeIllegalParameter; code++ {
-		if rs := types.NewRmcpStatusError(code); strings.Contains(msg, rs.Error()) {
-			return rs
+		if found := types.NewRmcpStatusError(code); strings.Contains(msg, found.Error()) {
+			*rs = found
+			return true
 		}
 	}
-	return nil
+	return false
 }
