@@ -1,15 +1,11 @@
 package cli
 
 import (
-	"errors"
-	"io"
-	"io/fs"
-	"os"
+	"fmt"
 
 	"github.com/urfave/cli/v2"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
-	"github.com/better-compute/better-compute/errs"
 )
 
 // maxCAFile bounds --bmc-ca-file: a few certificates, never a trust store.
@@ -42,20 +38,7 @@ func bmcTLS(c *cli.Context, b *v1.Bmc) error {
 }
 
 func readCAFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", errs.Invalid("bmc-ca-file", "file %s does not exist", path)
-	}
-	if err != nil {
-		return "", errs.Invalid("bmc-ca-file", "cannot read %s: %v", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxCAFile+1))
-	if err != nil {
-		return "", errs.Invalid("bmc-ca-file", "cannot read %s: %v", path, err)
-	}
-	if len(b) > maxCAFile {
-		return "", errs.Invalid("bmc-ca-file", "%s is larger than %d bytes; give only the BMC's CA certificates", path, maxCAFile)
-	}
-	return string(b), nil
+	b, err := readSmallFile("bmc-ca-file", path, maxCAFile,
+		fmt.Sprintf("larger than %d bytes; give only the BMC's CA certificates", maxCAFile))
+	return string(b), err
 }

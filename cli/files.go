@@ -70,6 +70,27 @@ func readProtoFile(field, path string, m proto.Message) error {
 	return nil
 }
 
+// readSmallFile reads a file named by a flag that holds a credential or a
+// certificate, at most max bytes; tooBig ends the message for a larger one.
+func readSmallFile(field, path string, max int, tooBig string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errs.Invalid(field, "file %s does not exist", path)
+	}
+	if err != nil {
+		return nil, errs.Invalid(field, "cannot read %s: %v", path, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, errs.Invalid(field, "cannot read %s: %v", path, err)
+	}
+	if len(b) > max {
+		return nil, errs.Invalid(field, "%s is %s", path, tooBig)
+	}
+	return b, nil
+}
+
 func checkJSON(field, source string, b []byte) error {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {

@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"errors"
-	"io"
-	"io/fs"
-	"os"
+	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -216,20 +213,10 @@ func bmcCredentials(c *cli.Context, bmc *v1.Bmc) error {
 
 // readPassword reads a password file and drops its trailing newline.
 func readPassword(path string) (string, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", errs.Invalid("bmc-password-file", "file %s does not exist", path)
-	}
+	b, err := readSmallFile("bmc-password-file", path, maxPassword,
+		fmt.Sprintf("larger than %d bytes; it should hold only the password", maxPassword))
 	if err != nil {
-		return "", errs.Invalid("bmc-password-file", "cannot read %s: %v", path, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxPassword+1))
-	if err != nil {
-		return "", errs.Invalid("bmc-password-file", "cannot read %s: %v", path, err)
-	}
-	if len(b) > maxPassword {
-		return "", errs.Invalid("bmc-password-file", "%s is larger than %d bytes; it should hold only the password", path, maxPassword)
+		return "", err
 	}
 	password := strings.TrimRight(string(b), "\r\n")
 	if password == "" {

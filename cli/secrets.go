@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -94,20 +91,6 @@ func secretValue(file, env string) ([]byte, error) {
 	case file == "":
 		return nil, errs.Invalid("from-file", "give the value with --from-file F or --from-env VAR (there is no value flag)")
 	}
-	f, err := os.Open(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, errs.Invalid("from-file", "file %s does not exist", file)
-	}
-	if err != nil {
-		return nil, errs.Invalid("from-file", "cannot read %s: %v", file, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecret+1))
-	if err != nil {
-		return nil, errs.Invalid("from-file", "cannot read %s: %v", file, err)
-	}
-	if len(b) > maxSecret {
-		return nil, errs.Invalid("from-file", "%s is larger than %d KiB; it should hold only the credentials", file, maxSecret>>10)
-	}
-	return b, nil
+	return readSmallFile("from-file", file, maxSecret,
+		fmt.Sprintf("larger than %d KiB; it should hold only the credentials", maxSecret>>10))
 }
