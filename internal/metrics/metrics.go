@@ -56,7 +56,7 @@ func NewControlPlane(counts StoreCounts, log *slog.Logger) *ControlPlane {
 	}
 	m.reg.MustRegister(m.Commands, m.CommandDuration, m.APIRequests, m.Verbs, m.VerbDuration, m.WipedBytes, m.sdk)
 	if counts != nil {
-		m.reg.MustRegister(&storeCollector{counts: counts, log: log})
+		m.reg.MustRegister(&storeCollector{counts: counts})
 	}
 	return m
 }

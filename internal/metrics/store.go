@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,10 +41,7 @@ var (
 // truth and not a tally that drifts or restarts with the process. The
 // tokens' counters come from rows that are never deleted, so they only
 // grow.
-type storeCollector struct {
-	counts StoreCounts
-	log    *slog.Logger
-}
+type storeCollector struct{ counts StoreCounts }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{nodesDesc, tokensIssuedDesc, tokensUsedDesc, tokensExpiredDesc} {
