@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -39,7 +38,6 @@ func main() {
 	}
 }
 
-// drivers is the BMC driver registry: Redfish and IPMI.
 // drivers is bcd site's BMC driver registry; the drivers log to log (what
 // each BMC was asked and answered, never a credential).
 func drivers(log *slog.Logger) map[string]siteagent.DriverFactory {
@@ -72,7 +70,7 @@ func app() *cli.App {
 					&cli.StringFlag{Name: "boot-listen", Value: ":8080", Usage: "plain HTTP for iPXE and the image cache"},
 					&cli.StringFlag{Name: "relay-listen", Value: ":8443", Usage: "HTTPS (mTLS) for ramdisks"},
 					&cli.StringFlag{Name: "ramdisk-dir", Usage: "vmlinuz and initrd.img to serve"},
-					&cli.DurationFlag{Name: "boot-stall", Value: 5 * time.Minute,
+					&cli.DurationFlag{Name: "boot-stall", Value: site.DefaultBootStall,
 						Usage: "a ramdisk boot showing no progress this long fails with BOOT_STALLED and is power-cycled again"},
 					&cli.StringFlag{Name: "advertise-host", Usage: "the host machines reach this agent at (default: the --pxe-interface address, else the listeners')"},
 					&cli.StringFlag{Name: "pxe-interface", Usage: "serve proxy DHCP (67, 4011) and TFTP (69) for iPXE on this provisioning interface; off when empty"},
