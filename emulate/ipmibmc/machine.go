@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/better-compute/bmc"
-	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/atomicfile"
 )
 
 // Boots is how many times the machine has booted (power-ons and resets:
@@ -75,14 +75,9 @@ func (b *BMC) PoweredOff(boot int) bool {
 	if n, _ := b.Boots(); b.Power() != bmc.On || n != boot {
 		return false
 	}
-	// A rename, so the chassis script never reads a power file half written.
-	tmp := filepath.Join(b.dir, "power.machine")
-	err := os.WriteFile(tmp, []byte("0\n"), 0o644)
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(b.dir, "power"))
-	}
-	if err != nil {
-		b.cfg.Logger.Error("emulated IPMI BMC: the machine's power off", "err", errs.Wrap(errs.Internal, err, "write the BMC's power"))
+	// Atomic, so the chassis script never reads a power file half written.
+	if err := atomicfile.Write(filepath.Join(b.dir, "power"), []byte("0\n"), 0o644); err != nil {
+		b.cfg.Logger.Error("emulated IPMI BMC: the machine's power off", "err", err)
 		return false
 	}
 	return true
