@@ -80,6 +80,16 @@ func (a Agents) peer(ctx context.Context) (pki.Role, string, bool) {
 	return role, id, true
 }
 
+// sitePeer is the site of the joined site agent calling, or Unauthenticated
+// saying which agent may do what the caller tried.
+func (a Agents) sitePeer(ctx context.Context, does string) (string, error) {
+	role, site, ok := a.peer(ctx)
+	if !ok || role != pki.RoleSite {
+		return "", errs.New(errs.Unauthenticated, "only a joined site agent %s (present its client certificate)", does)
+	}
+	return site, nil
+}
+
 type join struct {
 	*Server
 	a Agents
@@ -192,9 +202,9 @@ type secrets struct {
 // Resolve gives a site agent the secret a node of its site uses, never
 // another site's.
 func (s secrets) Resolve(ctx context.Context, req *connect.Request[v1.ResolveSecretRequest]) (*connect.Response[v1.ResolveSecretResponse], error) {
-	role, site, ok := s.a.peer(ctx)
-	if !ok || role != pki.RoleSite {
-		return nil, errs.New(errs.Unauthenticated, "only a joined site agent resolves secrets (present its client certificate)")
+	site, err := s.a.sitePeer(ctx, "resolves secrets")
+	if err != nil {
+		return nil, err
 	}
 	tenant, id, err := parseSecretRef("ref", req.Msg.Ref)
 	if err != nil {
@@ -227,9 +237,9 @@ type agentCommands struct {
 // workflow whose command waits on it (its BmcStatus search attribute). A
 // site speaks only of runs it has commands of.
 func (s agentCommands) ReportBMCStatus(ctx context.Context, req *connect.Request[v1.ReportBMCStatusRequest]) (*connect.Response[v1.ReportBMCStatusResponse], error) {
-	role, site, ok := s.a.peer(ctx)
-	if !ok || role != pki.RoleSite {
-		return nil, errs.New(errs.Unauthenticated, "only a joined site agent reports BMC status (present its client certificate)")
+	site, err := s.a.sitePeer(ctx, "reports BMC status")
+	if err != nil {
+		return nil, err
 	}
 	m := req.Msg
 	if m.WorkflowId == "" || m.RunId == "" {
@@ -253,9 +263,9 @@ func (s agentCommands) ReportBMCStatus(ctx context.Context, req *connect.Request
 
 // ReportAttempt records a retry of one of the calling site's commands.
 func (s agentCommands) ReportAttempt(ctx context.Context, req *connect.Request[v1.ReportAttemptRequest]) (*connect.Response[v1.ReportAttemptResponse], error) {
-	role, site, ok := s.a.peer(ctx)
-	if !ok || role != pki.RoleSite {
-		return nil, errs.New(errs.Unauthenticated, "only a joined site agent reports attempts (present its client certificate)")
+	site, err := s.a.sitePeer(ctx, "reports attempts")
+	if err != nil {
+		return nil, err
 	}
 	m := req.Msg
 	if m.WorkflowId == "" || m.RunId == "" || m.Step == "" || m.Attempt < 1 {

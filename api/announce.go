@@ -10,16 +10,15 @@ import (
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
-	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
 )
 
 // Announce records what a site's running agent can do (its BMC drivers),
 // which enroll checks before a node exists.
 func (s join) Announce(ctx context.Context, r *connect.Request[v1.AnnounceRequest]) (*connect.Response[v1.AnnounceResponse], error) {
-	role, site, ok := s.a.peer(ctx)
-	if !ok || role != pki.RoleSite {
-		return nil, errs.New(errs.Unauthenticated, "only a joined site agent announces itself (present its client certificate)")
+	site, err := s.a.sitePeer(ctx, "announces itself")
+	if err != nil {
+		return nil, err
 	}
 	drivers := slices.Clone(r.Msg.BmcDrivers)
 	for i, d := range drivers {

@@ -13,7 +13,6 @@ import (
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
-	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
 )
@@ -81,9 +80,9 @@ type discoveries struct {
 
 // Report records the calling site agent's PXE discoveries of its own site.
 func (s discoveries) Report(ctx context.Context, r *connect.Request[v1.ReportDiscoveriesRequest]) (*connect.Response[v1.ReportDiscoveriesResponse], error) {
-	role, site, ok := s.a.peer(ctx)
-	if !ok || role != pki.RoleSite {
-		return nil, errs.New(errs.Unauthenticated, "only a joined site agent reports PXE discoveries (present its client certificate)")
+	site, err := s.a.sitePeer(ctx, "reports PXE discoveries")
+	if err != nil {
+		return nil, err
 	}
 	items := r.Msg.Items
 	if len(items) > store.MaxDiscoveryReport {
