@@ -30,6 +30,7 @@ import (
 	"github.com/better-compute/better-compute/emulate/ipmibmc"
 	"github.com/better-compute/better-compute/emulate/redfishbmc"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/atomicfile"
 )
 
 // Firmware is the machine's firmware.
@@ -274,7 +275,8 @@ func (m *Machine) prepareFirmware() error {
 	if err != nil {
 		return errs.New(errs.InvalidInput, "the UEFI variables template %s is missing: apt-get install ovmf", m.cfg.OVMFVars)
 	}
-	return os.WriteFile(vars, b, 0o600)
+	// Atomic: a half-written copy would pass the Stat above on every later start.
+	return atomicfile.Write(vars, b, 0o600)
 }
 
 func (m *Machine) varsPath() string { return filepath.Join(m.cfg.Dir, "OVMF_VARS.fd") }
