@@ -110,6 +110,10 @@ func updatedBMC(n store.Node, b *v1.Bmc) (kinds.BMCTarget, *v1.BmcCredentials, e
 	case b.CredentialsRef != "" && !refPattern.MatchString(b.CredentialsRef):
 		return t, nil, errs.Invalid("bmc.credentialsRef", "want a secret://, env:// or vault:// reference")
 	case b.CredentialsRef != "":
+		var c checks // the rules enroll applies: secret:// of this tenant, env:// with the site's prefix
+		if c.credentialsRef(n.TenantID, b.CredentialsRef); c.err != nil {
+			return t, nil, c.err
+		}
 		t.CredentialsRef = b.CredentialsRef
 	}
 	if b.Tls != nil {

@@ -24,6 +24,8 @@ func TestUpdateRefusesBeforeAsking(t *testing.T) {
 		{"nothing", `{}`, "INVALID_INPUT", "bmc"},
 		{"bad address", `{"address":"https://bmc .example"}`, "INVALID_INPUT", "bmc.address"},
 		{"bad reference", `{"credentialsRef":"file:///etc/shadow"}`, "INVALID_INPUT", "bmc.credentialsRef"},
+		{"env:// outside the site's prefix", `{"credentialsRef":"env://PATH"}`, "INVALID_INPUT", "bmc.credentialsRef"},
+		{"another tenant's secret", `{"credentialsRef":"secret://root/bmc-1"}`, "INVALID_INPUT", "bmc.credentialsRef"},
 		{"both", `{"credentialsRef":"env://BCD_SECRET_X","credentials":{"username":"a","password":"b"}}`, "INVALID_INPUT", "bmc.credentials"},
 		{"a busy node", `{"credentialsRef":"env://BCD_SECRET_X"}`, "INVALID_STATE", ""},
 	} {
