@@ -78,9 +78,10 @@ func (m Manifest) Resolve(prefix string, with map[string]any) (Values, []Problem
 		v, ok := with[f.Name]
 		if !ok {
 			switch {
+			case f.FromStep && hasFrom: // the earlier step's output fills it, not the default
 			case f.Default != nil:
 				vals[f.Name] = f.Default
-			case f.Required && !(f.FromStep && hasFrom):
+			case f.Required:
 				add(f.Name, "needs with.%s (%s)", f.Name, f.describe())
 			}
 			continue

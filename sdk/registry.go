@@ -73,7 +73,14 @@ func (s Step) check() error {
 	if s.Timeout <= 0 || s.Timeout > MaxTimeout {
 		return fmt.Errorf("step %s: a timeout from 1s to %s is required, got %s", s.ID, MaxTimeout, s.Timeout)
 	}
+	images := 0
 	for _, f := range s.Input {
+		if f.Type == Image {
+			images++
+		}
+		if images > 1 {
+			return fmt.Errorf("step %s: a step takes at most one input of type image", s.ID)
+		}
 		if f.Name == "" || f.Name == FromStepKey {
 			return fmt.Errorf("step %s: an input field needs a name other than %q", s.ID, FromStepKey)
 		}
@@ -84,6 +91,16 @@ func (s Step) check() error {
 		}
 	}
 	return nil
+}
+
+// imageField is the name of the step's input of type Image, or "".
+func (s Step) imageField() string {
+	for _, f := range s.Input {
+		if f.Type == Image {
+			return f.Name
+		}
+	}
+	return ""
 }
 
 // Step returns the step registered under id.
@@ -137,6 +154,12 @@ type PlannedStep struct {
 	Sends     []string      `json:"sends,omitempty"`
 	With      Values        `json:"with,omitempty"`
 	FromStep  string        `json:"fromStep,omitempty"`
+	// FromFields are the inputs read from FromStep's outputs when the step
+	// runs (the FromStep fields with left out).
+	FromFields []string `json:"fromFields,omitempty"`
+	// Image is the input of type Image, if any: the workflow pins that
+	// image at the node's site before the step runs.
+	Image string `json:"image,omitempty"`
 }
 
 // Plan is a resolved profile.
@@ -178,15 +201,18 @@ func (r *Registry) Resolve(steps []provision.Step, t *Target) (Plan, []Problem) 
 			from = vals.String(FromStepKey)
 			delete(vals, FromStepKey)
 		}
+		var fromFields []string
 		if from != "" {
-			out = append(out, r.checkFrom(f, s, from, ps.With, seen)...)
+			fromFields = s.fromFields(ps.With)
+			out = append(out, r.checkFrom(f, s, from, fromFields, seen)...)
 		}
 		if t != nil {
 			out = append(out, s.checkTarget(f, t)...)
 		}
 		seen[s.ID] = true
 		plan.Steps = append(plan.Steps, PlannedStep{Index: i, Use: s.ID, RunsOn: s.RunsOn, Timeout: s.Timeout,
-			RetrySafe: s.RetrySafe, Needs: s.Needs, Relays: s.Relays, Sends: s.Sends, With: vals, FromStep: from})
+			RetrySafe: s.RetrySafe, Needs: s.Needs, Relays: s.Relays, Sends: s.Sends, With: vals, FromStep: from,
+			FromFields: fromFields, Image: s.imageField()})
 	}
 	if len(out) > 0 {
 		return Plan{}, out
@@ -194,7 +220,18 @@ func (r *Registry) Resolve(steps []provision.Step, t *Target) (Plan, []Problem) 
 	return plan, nil
 }
 
-func (r *Registry) checkFrom(f string, s Step, from string, with map[string]any, seen map[string]bool) []Problem {
+// fromFields are the inputs marked FromStep that with leaves out.
+func (s Step) fromFields(with map[string]any) []string {
+	var out []string
+	for _, in := range s.Input {
+		if _, given := with[in.Name]; in.FromStep && !given {
+			out = append(out, in.Name)
+		}
+	}
+	return out
+}
+
+func (r *Registry) checkFrom(f string, s Step, from string, read []string, seen map[string]bool) []Problem {
 	field := f + ".with." + FromStepKey
 	if !seen[from] {
 		if _, known := r.steps[from]; known {
@@ -204,21 +241,13 @@ func (r *Registry) checkFrom(f string, s Step, from string, with map[string]any,
 	}
 	src := r.steps[from]
 	var out []Problem
-	read := 0
-	for _, in := range s.Input {
-		if !in.FromStep {
-			continue
-		}
-		if _, given := with[in.Name]; given {
-			continue
-		}
-		read++
-		if !slices.Contains(src.Outputs, in.Name) {
+	for _, name := range read {
+		if !slices.Contains(src.Outputs, name) {
 			out = append(out, Problem{field, fmt.Sprintf("%s reads %s from %s, whose outputs are %s",
-				s.ID, in.Name, from, listOrNone(src.Outputs))})
+				s.ID, name, from, listOrNone(src.Outputs))})
 		}
 	}
-	if read == 0 {
+	if len(read) == 0 {
 		out = append(out, Problem{field, fmt.Sprintf("%s reads nothing from an earlier step here", s.ID)})
 	}
 	return out

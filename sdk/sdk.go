@@ -17,6 +17,22 @@
 // node's site ("site/<site id>"), or relayed by the site to the machine's
 // ramdisk. A Run may return NotReady(d) to be called again after d, until
 // the step's timeout.
+//
+// What each activity gets (the wire contract, JSON):
+//   - a control-plane step: a Call (node, step id in the run, workflow and
+//     run ids, its with values, the outputs of the run's earlier steps);
+//     it returns its outputs, Values;
+//   - a site step: its with values plus the node's BMC target under "bmc"
+//     (address, driver, credentialsRef, tls); it returns its outputs as a
+//     JSON object, or nothing;
+//   - a ramdisk step: its with values, relayed as the command's payload;
+//     the signed result's payload is its outputs.
+//
+// In every case the with values are the profile's after defaults, with the
+// fields marked FromStep filled from the outputs of the step fromStep
+// names, and the step's input of type Image replaced by the image pinned
+// at the node's site: imageId, path (on the site agent's HTTP server),
+// digest, compression and size.
 package sdk
 
 import (
@@ -110,6 +126,19 @@ type Node struct {
 	MACs        []string `json:"macs,omitempty"`
 	ProductUUID string   `json:"productUuid,omitempty"`
 	BMCDriver   string   `json:"bmcDriver,omitempty"`
+}
+
+// Call is a control-plane step's activity input: what the workflow knows
+// when it runs the step. Its Run gets With as its input and the rest in
+// its Context.
+type Call struct {
+	Node       Node              `json:"node"`
+	Step       string            `json:"step"` // the step's id in the run, such as 03.acme.renderIso
+	Use        string            `json:"use"`  // the step id, such as acme.renderIso
+	WorkflowID string            `json:"workflowId"`
+	RunID      string            `json:"runId"`
+	With       Values            `json:"with,omitempty"`
+	From       map[string]Values `json:"from,omitempty"`
 }
 
 // Context is what a step's Run gets besides its inputs.

@@ -1,0 +1,88 @@
+package steps
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/better-compute/better-compute/provision"
+	"github.com/better-compute/better-compute/sdk"
+)
+
+func TestBuiltinsResolve(t *testing.T) {
+	r, err := Registry()
+	if err != nil {
+		t.Fatalf("Registry() = %v", err)
+	}
+	plan, probs := r.Resolve([]provision.Step{
+		{Use: "media.insert", With: map[string]any{"url": "https://site/a.iso"}},
+		{Use: "management.setBootDevice", With: map[string]any{"device": "cd"}},
+		{Use: "power.setPower", With: map[string]any{"action": "cycle"}},
+		{Use: "media.eject"},
+		{Use: "deploy.image", With: map[string]any{"image": "img_1", "disk": "wwn-0x1"}},
+		{Use: "boot.kexec"},
+	}, nil)
+	if len(probs) > 0 {
+		t.Fatalf("Resolve = %v", probs)
+	}
+	var got []string
+	for _, s := range plan.Steps {
+		got = append(got, string(s.RunsOn)+" "+s.Use)
+	}
+	want := []string{"site media.insert", "site management.setBootDevice", "site power.setPower", "site media.eject",
+		"ramdisk deploy.image", "ramdisk boot.kexec"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(sdk.Values{"image": "img_1", "disk": "wwn-0x1", "format": "raw"}, plan.Steps[4].With); diff != "" {
+		t.Errorf("deploy.image with (-want +got):\n%s", diff)
+	}
+	if plan.Steps[4].Image != "image" {
+		t.Errorf("deploy.image's image input = %q, want image", plan.Steps[4].Image)
+	}
+	if diff := cmp.Diff(sdk.Values{"device": "cd", "persistent": false}, plan.Steps[1].With); diff != "" {
+		t.Errorf("management.setBootDevice with (-want +got):\n%s", diff)
+	}
+}
+
+func TestBuiltinsRefuse(t *testing.T) {
+	r, err := Registry()
+	if err != nil {
+		t.Fatalf("Registry() = %v", err)
+	}
+	no := false
+	cases := []struct {
+		name  string
+		steps []provision.Step
+		want  []string
+	}{
+		{"power action", []provision.Step{{Use: "power.setPower", With: map[string]any{"action": "explode"}}}, []string{"steps[0].with.action"}},
+		{"no power action", []provision.Step{{Use: "power.setPower"}}, []string{"steps[0].with.action"}},
+		{"boot device", []provision.Step{{Use: "management.setBootDevice", With: map[string]any{"device": "usb"}}}, []string{"steps[0].with.device"}},
+		{"persistent", []provision.Step{{Use: "management.setBootDevice", With: map[string]any{"device": "pxe", "persistent": "yes"}}},
+			[]string{"steps[0].with.persistent"}},
+		{"format", []provision.Step{{Use: "deploy.image", With: map[string]any{"image": "img_1", "format": "qcow2"}}}, []string{"steps[0].with.format"}},
+		{"image", []provision.Step{{Use: "deploy.image"}}, []string{"steps[0].with.image"}},
+		{"kexec first", []provision.Step{{Use: "boot.kexec"}}, []string{"steps[0].use"}},
+		{"media url", []provision.Step{{Use: "media.insert", With: map[string]any{"url": "ftp://x/a.iso"}}}, []string{"steps[0].with.url"}},
+		{"media url from a step without it", []provision.Step{{Use: "media.eject"}, {Use: "media.insert", With: map[string]any{"fromStep": "media.eject"}}},
+			[]string{"steps[1].with.fromStep"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, probs := r.Resolve(tc.steps, nil)
+			var got []string
+			for _, p := range probs {
+				got = append(got, p.Field)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Resolve problems (-want +got):\n%s\n%v", diff, probs)
+			}
+		})
+	}
+	_, probs := r.Resolve([]provision.Step{{Use: "media.insert", With: map[string]any{"url": "https://x/a.iso"}}},
+		&sdk.Target{VirtualMedia: &no, BMCDriver: "ipmi"})
+	if len(probs) != 1 || probs[0].Field != "steps[0].use" {
+		t.Errorf("media.insert on IPMI = %v, want a problem at steps[0].use", probs)
+	}
+}
