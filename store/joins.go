@@ -21,7 +21,17 @@ type JoinToken struct {
 
 // CreateJoinToken stores a join token's hash.
 func (s *Store) CreateJoinToken(ctx context.Context, t JoinToken, hash []byte) error {
-	_, err := s.pool.Exec(ctx, `
+	return createJoinToken(ctx, s.pool, t, hash)
+}
+
+// CreateJoinTokenTx stores a join token's hash in the caller's transaction:
+// the token exists only if the caller commits.
+func CreateJoinTokenTx(ctx context.Context, tx pgx.Tx, t JoinToken, hash []byte) error {
+	return createJoinToken(ctx, tx, t, hash)
+}
+
+func createJoinToken(ctx context.Context, db pgxQuerier, t JoinToken, hash []byte) error {
+	_, err := db.Exec(ctx, `
 		INSERT INTO join_tokens (id, tenant_id, site_id, node_id, kind, hash, workflow_id, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		t.ID, t.TenantID, t.SiteID, t.NodeID, t.Kind, hash, t.WorkflowID, t.ExpiresAt)
