@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/siteagent/artifacts"
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
 	"github.com/better-compute/better-compute/siteagent/relay"
@@ -44,9 +45,15 @@ func (a *Agent) serve(bootLn, relayLn net.Listener) error {
 	bootMux.Handle("GET /ipxe", bh)
 	bootMux.Handle("GET /ramdisk/", bh)
 	bootMux.Handle("GET "+cache.PathPrefix, a.cache.Handler())
+	arts, err := a.artifactsHandler()
+	if err != nil {
+		return err
+	}
+	bootMux.Handle("GET "+artifacts.PathPrefix, arts)
 
 	base, cancel := context.WithCancel(context.Background())
 	a.cancelServe = cancel
+	go a.keepArtifactsBase(base)
 	mk := func(h http.Handler) *http.Server {
 		return &http.Server{Handler: bodytimeout.Handler(h, bodytimeout.Default), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return base }}
 	}

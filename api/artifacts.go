@@ -1,0 +1,140 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/better-compute/better-compute/activities/controlplane"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/pki"
+)
+
+// Headers of an artifact fetched by its site.
+const (
+	ArtifactSHA256Header  = "X-Bc-Artifact-Sha256"
+	ArtifactNameHeader    = "X-Bc-Artifact-Name"
+	ArtifactExpiresHeader = "X-Bc-Artifact-Expires"
+)
+
+// ArtifactsBase is where a site agent says where it serves artifacts:
+// PUT {"url": "http://host:port"} (its boot listener).
+const ArtifactsBase = "/v1/artifacts/base"
+
+// artifacts serves, on the agents' listener and to joined site agents
+// only, the per-node files steps published (sdk.Artifacts): a site fetches
+// its own site's unexpired ones by id, and says where it serves them.
+// Plain HTTP rather than an RPC: the body is the file, up to 64 MiB.
+type artifacts struct {
+	*Server
+	a Agents
+}
+
+func (s artifacts) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/artifacts/{id}", s.fetch)
+	mux.HandleFunc("PUT "+ArtifactsBase, s.setBase)
+}
+
+// fetch answers the artifact with its digest, name and expiry in headers.
+// Unknown, another site's and expired ids are alike NOT_FOUND.
+func (s artifacts) fetch(w http.ResponseWriter, r *http.Request) {
+	site, err := s.a.sitePeer(r.Context(), "fetches artifacts")
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	if !controlplane.ValidArtifactID(id) {
+		writeHTTPError(w, errs.New(errs.NotFound, "no artifact %q", id))
+		return
+	}
+	a, data, err := s.store.SiteArtifact(r.Context(), site, id, s.now())
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	h := w.Header()
+	h.Set(ArtifactSHA256Header, a.SHA256)
+	h.Set(ArtifactNameHeader, a.Name)
+	h.Set(ArtifactExpiresHeader, a.ExpiresAt.UTC().Format(time.RFC3339Nano))
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	_, _ = w.Write(data)
+}
+
+// setBase records where the calling site's agent serves artifacts: plain
+// HTTP on one of the names the site declared at its join, so no step's URL
+// points anywhere else.
+func (s artifacts) setBase(w http.ResponseWriter, r *http.Request) {
+	site, err := s.a.sitePeer(r.Context(), "says where it serves artifacts")
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	var in struct {
+		URL string `json:"url"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&in); err != nil {
+		writeHTTPError(w, errs.Invalid("url", "the body is JSON {\"url\": \"http://host:port\"}"))
+		return
+	}
+	hosts, err := s.store.SiteServeHosts(r.Context(), site)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	base, err := artifactsBase(in.URL, hosts)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	if err := s.store.SetArtifactsURL(r.Context(), site, base); err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// artifactsBase checks a site's boot listener URL: http://host:port with a
+// host the site declared.
+func artifactsBase(raw string, declared []string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Port() == "" {
+		return "", errs.Invalid("url", "want the boot listener's http://host:port, got %q", raw)
+	}
+	host, err := pki.CanonicalHost(u.Hostname())
+	if err != nil || !slices.Contains(declared, host) {
+		return "", errs.Invalid("url", "%q is not one of the names the site declared at its join (%v)", u.Hostname(), declared)
+	}
+	return "http://" + net.JoinHostPort(host, u.Port()), nil
+}
+
+// writeHTTPError answers err as JSON {"kind", "error"} with its status.
+func writeHTTPError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch errs.KindOf(err) {
+	case errs.NotFound:
+		status = http.StatusNotFound
+	case errs.InvalidInput:
+		status = http.StatusBadRequest
+	case errs.Unauthenticated:
+		status = http.StatusUnauthorized
+	case errs.InvalidState:
+		status = http.StatusConflict
+	case errs.Unavailable:
+		status = http.StatusServiceUnavailable
+	}
+	msg := "internal error; see the control plane's log"
+	var e *errs.Error
+	if errors.As(err, &e) {
+		msg = err.Error()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"kind": string(errs.KindOf(err)), "error": msg})
+}
