@@ -16,9 +16,13 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/better-compute/better-compute/activities/controlplane"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/provision"
+	"github.com/better-compute/better-compute/sdk"
+	"github.com/better-compute/better-compute/steps"
 	"github.com/better-compute/better-compute/worker"
 	wf "github.com/better-compute/better-compute/workflows"
 )
@@ -45,6 +49,7 @@ type fake struct {
 	wipes       map[string]bool         // workflow/run → a verified wipe not yet consumed by a move into ready
 	inputs      map[string][]any        // every activity's input by name
 	hooks       map[string]func(in any) // run when the named activity starts
+	steps       *sdk.Registry           // what profile.get resolves against and the control plane runs
 }
 
 func newFake(agent string, state nodestate.State) *fake {
@@ -61,8 +66,18 @@ func newFake(agent string, state nodestate.State) *fake {
 		wipes:  map[string]bool{},
 		inputs: map[string][]any{},
 		hooks:  map[string]func(any){},
+		steps:  builtins,
 	}
 }
+
+// builtins is the registry of the built-in steps.
+var builtins = func() *sdk.Registry {
+	r, err := steps.Registry()
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
 
 // hit records a call of name with in and returns the error it must fail with.
 func (f *fake) hit(name string, in any) error {
@@ -131,11 +146,15 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment) {
 		return kinds.EnsureImageInput{ImageID: in.ImageID, Source: "https://images.test/os.raw.zst", Digest: "sha256:ab",
 			Compression: "zstd", Size: 1 << 20}, nil
 	}))
-	reg(wf.ActGetProfile, act(f, wf.ActGetProfile, func(wf.ProfileInput) (wf.Profile, error) { return f.profile, nil }))
+	reg(wf.ActGetProfile, act(f, wf.ActGetProfile, f.getProfile))
 	reg(wf.ActRevokeIdentity, act(f, wf.ActRevokeIdentity, func(wf.DeploymentInput) (none, error) { return none{}, nil }))
 	reg(wf.ActStartCommand, act(f, wf.ActStartCommand, f.record))
 	reg(wf.ActFinishCommand, act(f, wf.ActFinishCommand, f.record))
 	f.registerSite(reg)
+	acts := &controlplane.Activities{Steps: f.steps}
+	if err := acts.RegisterSteps(env); err != nil {
+		panic(err)
+	}
 }
 
 func (f *fake) registerSite(reg func(string, any)) {
@@ -150,6 +169,8 @@ func (f *fake) registerSite(reg func(string, any)) {
 		out.Inventory.ProductUUID = "8f2c6a2e-0000-4000-8000-000000000001"
 		return out, nil
 	}))
+	reg(kinds.MediaInsert, act(f, kinds.MediaInsert, func(kinds.MediaInsertInput) (none, error) { return none{}, nil }))
+	reg(kinds.MediaEject, act(f, kinds.MediaEject, func(kinds.MediaEjectInput) (none, error) { return none{}, nil }))
 	reg(kinds.BootSetEntry, act(f, kinds.BootSetEntry, func(kinds.BootEntry) (none, error) { return none{}, nil }))
 	reg(kinds.BootClearEntry, act(f, kinds.BootClearEntry, func(kinds.ClearEntryInput) (none, error) { return none{}, nil }))
 	reg(kinds.CacheEnsureImage, act(f, kinds.CacheEnsureImage, func(in kinds.EnsureImageInput) (kinds.EnsureImageOutput, error) {
@@ -158,6 +179,16 @@ func (f *fake) registerSite(reg func(string, any)) {
 	for _, k := range kinds.RamdiskKinds() {
 		reg(k, act(f, k, f.ramdisk))
 	}
+}
+
+// getProfile resolves f.profile against f.steps as the control plane's
+// profile.get does.
+func (f *fake) getProfile(wf.ProfileInput) (wf.Profile, error) {
+	doc := provision.Profile{ID: f.profile.ID, Version: f.profile.Version, Target: "metal", Role: f.profile.Role}
+	for _, s := range f.profile.Steps {
+		doc.Steps = append(doc.Steps, provision.Step{Use: s.Use, With: s.With})
+	}
+	return controlplane.PlanProfile(f.steps, doc)
 }
 
 // transition moves the node compare-and-set along the table, as the store does.

@@ -118,11 +118,11 @@ func lastError(err error) string {
 // kindOf reads the error kind a failed activity carried.
 func kindOf(err error) errs.Kind { return errs.FromTemporal(err) }
 
-// step returns the next step id for kind: unique in the run and stable on
-// replay, so it names the command and the activity.
-func (r *run) step(kind string) string {
+// next returns the next step id for kind, unique in the run and stable on
+// replay, so it names the command and the activity, and its number.
+func (r *run) next(kind string) (string, int) {
 	r.seq++
-	return fmt.Sprintf("%02d.%s", r.seq, kind)
+	return fmt.Sprintf("%02d.%s", r.seq, kind), r.seq
 }
 
 // siteOptions are the options of a command to the site.
@@ -146,23 +146,23 @@ func (r *run) siteAttempts() int32 {
 	return 8
 }
 
-// send sends a command of kind to the site (runsOn "site") or, relayed, to
-// the ramdisk ("ramdisk"), recording it in the command log before and after.
-func (r *run) send(kind, runsOn string, timeout time.Duration, in, out any) error {
-	step := r.step(kind)
+// send sends a command of kind to the site (runsOn "site") and returns
+// the step id it made for it.
+func (r *run) send(kind, runsOn string, timeout time.Duration, in, out any) (string, error) {
+	step, _ := r.next(kind)
+	return step, r.command(step, kind, runsOn, r.siteOptions(step, timeout, 0), in, out)
+}
+
+// command runs the activity kind as step with actx's options, recording it
+// in the command log before and after.
+func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out any) error {
 	rec := CommandRecord{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, Kind: kind,
 		RunsOn: runsOn, WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Step: step}
 	lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
 	if err := workflow.ExecuteLocalActivity(lctx, ActStartCommand, rec).Get(r.ctx, nil); err != nil {
 		return err
 	}
-	heartbeat := time.Duration(0)
-	if runsOn == "ramdisk" {
-		// The site heartbeats every 5 s while a command runs or waits for its
-		// ramdisk, so a dead site agent is noticed within 20 s and retried.
-		heartbeat = 20 * time.Second
-	}
-	err := workflow.ExecuteActivity(r.siteOptions(step, timeout, heartbeat), kind, in).Get(r.ctx, out)
+	err := workflow.ExecuteActivity(actx, kind, in).Get(r.ctx, out)
 	if err == nil && isBMCKind(kind) {
 		r.setBMCStatus("") // the BMC answered: whatever the site said of it is over
 	}
@@ -188,12 +188,15 @@ func (r *run) ramdisk(kind string, timeout time.Duration, payload any, out any) 
 	if err != nil {
 		return kinds.Result{}, err
 	}
-	cmd := kinds.Command{NodeID: r.in.NodeID, Kind: kind, Payload: b}
+	step, n := r.next(kind)
 	// The id is the step's, fixed before the activity runs, so an activity
 	// retried after a site agent crash asks the ramdisk for the same command.
-	cmd.ID = fmt.Sprintf("%s/%s/%02d", r.info.WorkflowExecution.ID, r.info.WorkflowExecution.RunID, r.seq+1)
+	cmd := kinds.Command{NodeID: r.in.NodeID, Kind: kind, Payload: b,
+		ID: fmt.Sprintf("%s/%s/%02d", r.info.WorkflowExecution.ID, r.info.WorkflowExecution.RunID, n)}
+	// The site heartbeats every 5 s while a command runs or waits for its
+	// ramdisk, so a dead site agent is noticed within 20 s and retried.
 	var res kinds.Result
-	if err := r.send(kind, "ramdisk", timeout, cmd, &res); err != nil {
+	if err := r.command(step, kind, "ramdisk", r.siteOptions(step, timeout, 20*time.Second), cmd, &res); err != nil {
 		return res, err
 	}
 	if out != nil && len(res.Payload) > 0 {

@@ -10,24 +10,26 @@ import (
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/steps"
 )
 
 // Timeouts of the commands.
 const (
-	bmcTimeout       = 2 * time.Minute
+	bmcTimeout       = steps.BMCTimeout
 	inventoryTimeout = 15 * time.Minute // includes the ramdisk's boot
 	wipeTimeout      = 12 * time.Hour
-	deployTimeout    = 4 * time.Hour
 	cacheTimeout     = 4 * time.Hour
 )
 
 func (r *run) power(action bmc.PowerAction) error {
-	return r.send(kinds.PowerSetPower, "site", bmcTimeout, kinds.SetPowerInput{BMC: r.bmc(), Action: action}, nil)
+	_, err := r.send(kinds.PowerSetPower, "site", bmcTimeout, kinds.SetPowerInput{BMC: r.bmc(), Action: action}, nil)
+	return err
 }
 
 func (r *run) bootDevice(dev bmc.BootDevice, persistent bool) error {
-	return r.send(kinds.ManagementSetBootDevice, "site", bmcTimeout,
+	_, err := r.send(kinds.ManagementSetBootDevice, "site", bmcTimeout,
 		kinds.SetBootDeviceInput{BMC: r.bmc(), Device: dev, Persistent: persistent}, nil)
+	return err
 }
 
 // needsRamdisk refuses machine-side work on a pool whose machines never run
@@ -54,7 +56,7 @@ func (r *run) bootRamdisk() error {
 		return err
 	}
 	entry := kinds.BootEntry{NodeID: r.in.NodeID, MACs: r.node.MACs, Ramdisk: true, DiscoveryToken: token}
-	if err := r.send(kinds.BootSetEntry, "site", bmcTimeout, entry, nil); err != nil {
+	if _, err := r.send(kinds.BootSetEntry, "site", bmcTimeout, entry, nil); err != nil {
 		return err
 	}
 	if err := r.bootDevice(bmc.BootPXE, false); err != nil {
@@ -104,7 +106,7 @@ func appMessage(err error) string {
 // bootLocal makes later boots go to the local disk.
 func (r *run) bootLocal() error {
 	entry := kinds.BootEntry{NodeID: r.in.NodeID, MACs: r.node.MACs}
-	if err := r.send(kinds.BootSetEntry, "site", bmcTimeout, entry, nil); err != nil {
+	if _, err := r.send(kinds.BootSetEntry, "site", bmcTimeout, entry, nil); err != nil {
 		return err
 	}
 	return r.bootDevice(bmc.BootDisk, true)
@@ -115,13 +117,14 @@ func (r *run) shutDown() error {
 	if err := r.power(bmc.PowerOff); err != nil {
 		return err
 	}
-	return r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil)
+	_, err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil)
+	return err
 }
 
 // inspectBMC reads what the BMC knows (MACs, UUID) and records it.
 func (r *run) inspectBMC() error {
 	var out kinds.InspectOutput
-	if err := r.send(kinds.BMCInspect, "site", bmcTimeout, kinds.InspectInput{BMC: r.bmc()}, &out); err != nil {
+	if _, err := r.send(kinds.BMCInspect, "site", bmcTimeout, kinds.InspectInput{BMC: r.bmc()}, &out); err != nil {
 		return err
 	}
 	inv, _ := json.Marshal(out.Inventory)

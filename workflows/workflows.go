@@ -11,6 +11,7 @@ import (
 
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/sdk"
 )
 
 // Workflow type names, one per verb.
@@ -182,6 +183,9 @@ type Profile struct {
 	Version int
 	Role    string
 	Steps   []ProfileStep
+	// Plan is Steps resolved against the control plane's step registry;
+	// nil in the histories of runs from before it (legacyPlan).
+	Plan *sdk.Plan `json:",omitempty"`
 }
 
 // ProfileStep is one step of a profile.

@@ -19,6 +19,7 @@ import (
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/provision"
+	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
 )
@@ -34,6 +35,13 @@ type Activities struct {
 	// Metrics counts commands finished and wipes verified; nil counts
 	// nothing.
 	Metrics *metrics.ControlPlane
+	// Steps is the registry deploy profiles resolve against and whose
+	// control-plane steps this worker runs; nil: the built-in steps.
+	Steps *sdk.Registry
+	// PKI and Artifacts are what control-plane steps get in their Context;
+	// nil: a step that uses them fails UNSUPPORTED.
+	PKI       sdk.PKI
+	Artifacts sdk.Artifacts
 }
 
 // Register registers every activity under its name.
@@ -121,7 +129,8 @@ func (a *Activities) GetImage(ctx context.Context, in wf.ImageInput) (kinds.Ensu
 		Compression: img.Compression, Size: img.Size}, nil
 }
 
-// GetProfile reads a deploy profile.
+// GetProfile reads a deploy profile and resolves it against the step
+// registry (PlanProfile).
 func (a *Activities) GetProfile(ctx context.Context, in wf.ProfileInput) (wf.Profile, error) {
 	p, err := a.Store.GetProfile(ctx, in.TenantID, in.ProfileID, in.Version)
 	if err != nil {
@@ -131,11 +140,12 @@ func (a *Activities) GetProfile(ctx context.Context, in wf.ProfileInput) (wf.Pro
 	if err := json.Unmarshal(p.Document, &doc); err != nil {
 		return wf.Profile{}, fmt.Errorf("profile %s v%d does not decode: %w", p.ID, p.Version, err)
 	}
-	out := wf.Profile{ID: doc.ID, Version: doc.Version, Role: doc.Role}
-	for _, s := range doc.Steps {
-		out.Steps = append(out.Steps, wf.ProfileStep{Use: s.Use, With: s.With})
+	reg, err := a.registry()
+	if err != nil {
+		return wf.Profile{}, err
 	}
-	return out, nil
+	out, err := PlanProfile(reg, doc)
+	return out, errs.ToTemporal(err)
 }
 
 // RevokeIdentity revokes a retired node's certificates and join tokens.

@@ -1,0 +1,201 @@
+package workflows
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/sdk"
+	"github.com/better-compute/better-compute/steps"
+)
+
+// plan is the plan profile.get resolved against the control plane's step
+// registry, or, for a run from before the registry (whose profile.get
+// result in history has none), the plan the built-in steps made then.
+func (p Profile) plan() (sdk.Plan, error) {
+	if p.Plan != nil {
+		return *p.Plan, nil
+	}
+	return legacyPlan(p.Steps)
+}
+
+// legacyPlan plans a profile as the deploy workflow did before the step
+// registry: only the four built-in steps, with their inputs as given. It
+// must keep making the commands those runs' histories hold.
+func legacyPlan(ps []ProfileStep) (sdk.Plan, error) {
+	var plan sdk.Plan
+	for i, s := range ps {
+		p := sdk.PlannedStep{Index: i, Use: s.Use, With: sdk.Values{}, Timeout: steps.BMCTimeout}
+		maps.Copy(p.With, s.With)
+		switch s.Use {
+		case StepDeployImage:
+			p.RunsOn, p.Needs, p.Image, p.Timeout = sdk.Ramdisk, []sdk.Need{sdk.NeedsRamdisk}, "image", steps.DeployTimeout
+			if str(s.With, "format") == "" {
+				p.With["format"] = "raw"
+			}
+		case StepBootKexec:
+			p.RunsOn = sdk.Ramdisk
+		case StepSetPower, StepSetBootDevice:
+			p.RunsOn = sdk.Site
+		default:
+			return sdk.Plan{}, errs.New(errs.Unsupported, "step %q (steps[%d]) is not a built-in step (%v)", s.Use, i, BuiltinSteps())
+		}
+		plan.Steps = append(plan.Steps, p)
+	}
+	return plan, nil
+}
+
+// deployer runs a plan's steps, remembering whether the ramdisk is up and
+// each step's outputs, by step id, for a later fromStep.
+type deployer struct {
+	*run
+	ramdiskUp bool
+	from      map[string]sdk.Values
+}
+
+// step runs one planned step: its image pinned at the site first, the
+// ramdisk booted first when the step needs it and it is not up.
+func (d *deployer) step(s sdk.PlannedStep) error {
+	if needs(s, sdk.NeedsRamdisk) {
+		if err := d.needsRamdisk(s.Use); err != nil {
+			return err
+		}
+	}
+	in, err := d.inputs(s)
+	if err != nil {
+		return err
+	}
+	run := func() error {
+		out, err := d.run1(s, in)
+		if err == nil {
+			d.from[s.Use] = out
+		}
+		return err
+	}
+	if needs(s, sdk.NeedsRamdisk) && !d.ramdiskUp {
+		err = d.withRamdisk(run)
+		d.ramdiskUp = err == nil
+	} else {
+		err = run()
+	}
+	if s.Use == StepBootKexec { // the ramdisk is gone: the machine runs its OS
+		d.ramdiskUp = false
+	}
+	return err
+}
+
+// inputs are the step's with values, the fields it reads from an earlier
+// step filled from that step's outputs, and its image input replaced by the
+// image pinned at the node's site.
+func (d *deployer) inputs(s sdk.PlannedStep) (sdk.Values, error) {
+	in := sdk.Values{}
+	maps.Copy(in, s.With)
+	for _, f := range s.FromFields {
+		v, ok := d.from[s.FromStep][f]
+		if !ok {
+			return nil, errs.New(errs.InvalidInput, "steps[%d] (%s) reads %s from %s, which did not output it", s.Index, s.Use, f, s.FromStep)
+		}
+		in[f] = v
+	}
+	if s.Image == "" {
+		return in, nil
+	}
+	img, err := d.pinImage(in.String(s.Image))
+	if err != nil {
+		return nil, err
+	}
+	delete(in, s.Image)
+	return in, merge(in, sdk.Values{"imageId": img.ImageID, "path": img.Path, "digest": img.Digest,
+		"compression": img.Compression, "size": img.Size})
+}
+
+// pinned is an image made present and verified at the node's site.
+type pinned struct {
+	kinds.EnsureImageInput
+	Path string
+}
+
+// pinImage reads the catalog image and has the node's site cache it.
+func (d *deployer) pinImage(id string) (pinned, error) {
+	var img kinds.EnsureImageInput
+	if err := workflow.ExecuteActivity(d.cp(time.Minute), ActGetImage,
+		ImageInput{TenantID: d.in.TenantID, ImageID: id}).Get(d.ctx, &img); err != nil {
+		return pinned{}, err
+	}
+	var cached kinds.EnsureImageOutput
+	if _, err := d.send(kinds.CacheEnsureImage, "site", cacheTimeout, img, &cached); err != nil {
+		return pinned{}, err
+	}
+	return pinned{EnsureImageInput: img, Path: cached.Path}, nil
+}
+
+// run1 runs the step where it runs and returns its outputs.
+func (d *deployer) run1(s sdk.PlannedStep, in sdk.Values) (sdk.Values, error) {
+	var out sdk.Values
+	switch s.RunsOn {
+	case sdk.Ramdisk:
+		if s.Use == StepBootKexec { // the machine boots its disk from now on
+			if err := d.bootLocal(); err != nil {
+				return nil, err
+			}
+			in = sdk.Values{"disk": d.from[StepDeployImage].String("disk")}
+		}
+		_, err := d.ramdisk(s.Use, s.Timeout, in, &out)
+		return out, err
+	case sdk.Site:
+		in["bmc"] = d.bmc()
+		_, err := d.send(s.Use, "site", s.Timeout, in, &out)
+		return out, err
+	case sdk.ControlPlane:
+		return d.controlPlane(s, in)
+	}
+	return nil, errs.New(errs.Unsupported, "steps[%d] (%s) runs on %q, which no worker serves", s.Index, s.Use, s.RunsOn)
+}
+
+// controlPlane runs a control-plane step as the activity named by its id
+// on the control plane's queue: retried while it says NotReady (the
+// activity's error asks for the delay) until the step's timeout.
+func (d *deployer) controlPlane(s sdk.PlannedStep, in sdk.Values) (sdk.Values, error) {
+	call := sdk.Call{Node: d.sdkNode(), Use: s.Use, WorkflowID: d.info.WorkflowExecution.ID,
+		RunID: d.info.WorkflowExecution.RunID, With: in, From: d.from}
+	call.Step, _ = d.next(s.Use)
+	actx := workflow.WithActivityOptions(d.ctx, workflow.ActivityOptions{
+		TaskQueue: ControlPlaneQueue, ActivityID: call.Step, ScheduleToCloseTimeout: s.Timeout,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute,
+			NonRetryableErrorTypes: errs.FinalKinds()},
+	})
+	var out sdk.Values
+	err := d.command(call.Step, s.Use, string(sdk.ControlPlane), actx, call, &out)
+	return out, err
+}
+
+func (d *deployer) sdkNode() sdk.Node {
+	n := d.node
+	return sdk.Node{ID: n.NodeID, TenantID: n.TenantID, SiteID: n.SiteID, PoolID: n.PoolID, MACs: n.MACs,
+		ProductUUID: n.ProductUUID, BMCDriver: n.BMC.Driver}
+}
+
+func needs(s sdk.PlannedStep, n sdk.Need) bool {
+	for _, x := range s.Needs {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// merge copies v into in, refusing a key in already has.
+func merge(in, v sdk.Values) error {
+	for _, k := range slices.Sorted(maps.Keys(v)) {
+		if _, dup := in[k]; dup {
+			return errs.New(errs.InvalidInput, "input %s is also a field of the pinned image", k)
+		}
+		in[k] = v[k]
+	}
+	return nil
+}
