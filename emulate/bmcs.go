@@ -17,6 +17,7 @@ type machineBMC interface {
 	driver() string        // bmc.DriverRedfish or bmc.DriverIPMI
 	power() bmc.PowerState // as the BMC holds it
 	calls() []string       // the machine-changing requests it accepted, in order
+	media() string         // the image URL in its virtual CD drive, "" when empty or none
 	close()
 }
 
@@ -59,6 +60,7 @@ func (r redfishBMC) address() string       { return r.b.SystemURL() }
 func (r redfishBMC) driver() string        { return bmc.DriverRedfish }
 func (r redfishBMC) power() bmc.PowerState { return r.b.State().Power }
 func (r redfishBMC) calls() []string       { return r.b.State().Calls }
+func (r redfishBMC) media() string         { return r.b.Media() }
 func (r redfishBMC) close()                { r.b.Close() }
 
 // ipmiBMC is ipmi_sim (emulate/ipmibmc). Its calls are what ipmi_sim asked
@@ -69,6 +71,7 @@ func (p ipmiBMC) address() string       { return p.b.Address() }
 func (p ipmiBMC) driver() string        { return bmc.DriverIPMI }
 func (p ipmiBMC) power() bmc.PowerState { return p.b.Power() }
 func (p ipmiBMC) calls() []string       { return p.b.Lines("log") }
+func (p ipmiBMC) media() string         { return "" } // IPMI has no virtual media
 func (p ipmiBMC) close()                { p.b.Close() }
 
 // checkIPMI checks Config.IPMI, and that ipmi_sim is installed when a

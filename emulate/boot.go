@@ -25,6 +25,10 @@ func (m *machine) onBoot(dev bmc.BootDevice) {
 	}
 	m.stopRamdisk()
 	m.log.Info("emulate: machine boots", "device", string(dev))
+	if dev == bmc.BootCD {
+		m.bootCD()
+		return
+	}
 	if dev != bmc.BootPXE {
 		m.bootOS(false)
 		return

@@ -53,6 +53,10 @@ type Config struct {
 	// RamdiskTracer traces the commands the ramdisks run (agent.Config.Tracer);
 	// nil for none.
 	RamdiskTracer trace.TracerProvider
+	// NodeAgent runs an installed OS's bcd node (with the join token its
+	// autoinstall wrote) until ctx ends: the machine powers off or boots
+	// again. Nil: a machine installed from virtual media runs none.
+	NodeAgent func(ctx context.Context, n InstalledNode) error
 }
 
 // Boot states of a machine.
@@ -90,6 +94,13 @@ type MachineState struct {
 	// and the command kinds its ramdisks ran, in order, across boots.
 	BMCCalls   []string
 	RamdiskRan []string
+
+	// Installs counts the OS installs from virtual media; InstallTokens
+	// are the join tokens their user data held, in order (secrets: tests
+	// only); NodeAgentRuns counts the installed OS's node agent starts.
+	Installs      int
+	InstallTokens []string
+	NodeAgentRuns int
 }
 
 // Rack is a running emulated rack.

@@ -139,6 +139,7 @@ func (m *machine) state() MachineState {
 	s.Tokens = append([]string(nil), m.st.Tokens...)
 	s.BMCCalls = m.bmc.calls()
 	s.RamdiskRan = append([]string(nil), m.st.RamdiskRan...)
+	s.InstallTokens = append([]string(nil), m.st.InstallTokens...)
 	return s
 }
 
