@@ -160,7 +160,7 @@ func profileOut(p store.Profile) (*v1.Profile, error) {
 		return nil, fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
 	}
 	out := &v1.Profile{Id: doc.ID, Version: int32(doc.Version), Target: doc.Target, Role: doc.Role,
-		Visibility: doc.Visibility, TenantId: p.TenantID, CreatedAt: timestamppb.New(p.CreatedAt)}
+		Visibility: p.Visibility, TenantId: p.TenantID, CreatedAt: timestamppb.New(p.CreatedAt)}
 	for _, st := range doc.Steps {
 		w, err := structpb.NewStruct(st.With)
 		if err != nil {

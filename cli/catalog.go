@@ -142,8 +142,8 @@ func profilesCommand() *cli.Command {
 	version := func(usage string) cli.Flag { return &cli.IntFlag{Name: "profile-version", Usage: usage} }
 	return &cli.Command{
 		Name:  "profiles",
-		Usage: "create, show and validate provision profiles",
-		Subcommands: []*cli.Command{
+		Usage: "create, show, validate, render, share and delete provision profiles",
+		Subcommands: append([]*cli.Command{
 			{Name: "create", Usage: "create a profile version from a JSON document", ArgsUsage: "FILE", Action: profilesCreate},
 			{Name: "get", Usage: "show a profile", ArgsUsage: "ID", Flags: []cli.Flag{version("version (default: the newest)")},
 				Action: func(c *cli.Context) error {
@@ -158,7 +158,7 @@ func profilesCommand() *cli.Command {
 			}},
 			{Name: "validate", Usage: "check that every step of a profile version resolves; exit 1 when not",
 				ArgsUsage: "ID", Flags: []cli.Flag{version("version to validate")}, Action: profilesValidate},
-		},
+		}, profilesManageCommands()...),
 	}
 }
 

@@ -78,6 +78,16 @@ func TestRequests(t *testing.T) {
 		{[]string{"profiles", "list"}, "/bettercompute.v1.ProfilesService/List", map[string]any{"tenantId": "root"}, "root"},
 		{[]string{"profiles", "validate", "ubuntu-gpu", "--profile-version", "1"}, "/bettercompute.v1.ProfilesService/Validate",
 			map[string]any{"tenantId": "root", "id": "ubuntu-gpu", "profileVersion": float64(1)}, "root"},
+		{[]string{"profiles", "render", "ubuntu-gpu", "--profile-version", "1"}, "/bettercompute.v1.ProfilesService/Render",
+			map[string]any{"tenantId": "root", "id": "ubuntu-gpu", "profileVersion": float64(1)}, "root"},
+		{[]string{"profiles", "update", "ubuntu-gpu", "--visibility", "public"}, "/bettercompute.v1.ProfilesService/Update",
+			map[string]any{"tenantId": "root", "id": "ubuntu-gpu", "visibility": "public"}, "root"},
+		{[]string{"profiles", "update", "ubuntu-gpu", "--profile-version", "2", "--visibility", "private"}, "/bettercompute.v1.ProfilesService/Update",
+			map[string]any{"tenantId": "root", "id": "ubuntu-gpu", "profileVersion": float64(2), "visibility": "private"}, "root"},
+		{[]string{"profiles", "delete", "ubuntu-gpu"}, "/bettercompute.v1.ProfilesService/Delete",
+			map[string]any{"tenantId": "root", "id": "ubuntu-gpu"}, "root"},
+		{[]string{"profiles", "delete", "ubuntu-gpu", "--profile-version", "3"}, "/bettercompute.v1.ProfilesService/Delete",
+			map[string]any{"tenantId": "root", "id": "ubuntu-gpu", "profileVersion": float64(3)}, "root"},
 		{[]string{"hardware-profiles", "list"}, "/bettercompute.v1.HardwareProfilesService/List", map[string]any{}, "root"},
 		{[]string{"workflows", "list", "--node", "node_1"}, "/bettercompute.v1.WorkflowsService/List",
 			map[string]any{"tenantId": "root", "nodeId": "node_1"}, "root"},
@@ -157,6 +167,16 @@ func TestOutput(t *testing.T) {
 				"emulated-redfish  QEMU         redfish        redfish             ipxe          image-stream\n"},
 		{[]string{"profiles", "get", "ubuntu-gpu"}, "ID          VERSION  TARGET\nubuntu-gpu  3        metal\n"},
 		{[]string{"profiles", "validate", "ubuntu-gpu", "--profile-version", "1"}, "profile ubuntu-gpu version 1 is valid\n"},
+		{[]string{"profiles", "render", "ubuntu-gpu", "--profile-version", "1"},
+			"INDEX  USE                       RUNS_ON  TIMEOUT  RETRY_SAFE  FROM_STEP         WITH\n" +
+				"0      power.setPower            site     2m0s     true                          action=cycle\n" +
+				"1      media.insert              site     2m0s     true        render.iso (url)  \n" +
+				"2      management.setBootDevice  site     2m0s     true                          device=cd persistent=false\n"},
+		{[]string{"profiles", "render", "ubuntu-gpu", "--profile-version", "1", "--query", "steps[2].with"},
+			"DEVICE  PERSISTENT\ncd      false\n"},
+		{[]string{"profiles", "update", "ubuntu-gpu", "--visibility", "public"},
+			"ID          VERSION  VISIBILITY\nubuntu-gpu  1        public\nubuntu-gpu  2        public\n"},
+		{[]string{"profiles", "delete", "ubuntu-gpu", "--profile-version", "2", "-o", "json"}, "{\n  \"versions\": [\n    2\n  ]\n}\n"},
 		{[]string{"images", "list"}, ""},
 		{[]string{"tenants", "create", "acme", "--query", "token"}, "bct_tenant_secret\n"},
 	}

@@ -53,6 +53,10 @@ func TestErrors(t *testing.T) {
 			stdout: "FIELD         MESSAGE\nsteps[1].use  unknown step acme.frobnicate\n",
 			stderr: "error: profile broken version 1 is not valid: 1 problem(s)\n", code: 1, calls: 1},
 		{args: []string{"profiles", "validate", "broken"}, stderr: "error: INVALID_INPUT: --profile-version is required", code: 2},
+		{args: []string{"profiles", "render", "broken"}, stderr: "error: INVALID_INPUT: --profile-version is required", code: 2},
+		{args: []string{"profiles", "update", "ubuntu-gpu"}, stderr: "error: INVALID_INPUT: --visibility is required", code: 2},
+		{args: []string{"profiles", "delete", "in-use"},
+			stderr: "error: INVALID_STATE: profile \"in-use\" (every version) is deployed on node_1; undeploy them first\n", code: 1, calls: 1},
 		{args: []string{"site-tokens", "create", "--site", "site_1", "--ttl", "3600", "--key", "issued", "--out", filepath.Join(dir, "tok")},
 			stderr: "error: ALREADY_EXISTS: the site token for key \"issued\" (stk_1) was already issued and its secret cannot be shown again", code: 1, calls: 1},
 	}

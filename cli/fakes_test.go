@@ -200,6 +200,31 @@ func (profiles) Validate(_ context.Context, r *connect.Request[v1.ValidateProfil
 	return ok(&v1.ValidateProfileResponse{Valid: true})
 }
 
+func (profiles) Render(_ context.Context, r *connect.Request[v1.RenderProfileRequest]) (*connect.Response[v1.RenderProfileResponse], error) {
+	action, _ := structpb.NewStruct(map[string]any{"action": "cycle"})
+	device, _ := structpb.NewStruct(map[string]any{"device": "cd", "persistent": false})
+	return ok(&v1.RenderProfileResponse{Profile: &v1.Profile{Id: r.Msg.GetId(), Version: r.Msg.GetProfileVersion()}, Steps: []*v1.PlannedStep{
+		{Index: 0, Use: "power.setPower", RunsOn: "site", TimeoutSeconds: 120, RetrySafe: true, With: action},
+		{Index: 1, Use: "media.insert", RunsOn: "site", TimeoutSeconds: 120, RetrySafe: true, FromStep: "render.iso", FromFields: []string{"url"}},
+		{Index: 2, Use: "management.setBootDevice", RunsOn: "site", TimeoutSeconds: 120, RetrySafe: true, With: device},
+	}})
+}
+
+func (profiles) Update(_ context.Context, r *connect.Request[v1.UpdateProfileRequest]) (*connect.Response[v1.UpdateProfileResponse], error) {
+	out := &v1.UpdateProfileResponse{}
+	for v := int32(1); v <= 2; v++ {
+		out.Items = append(out.Items, &v1.Profile{Id: r.Msg.GetId(), Version: v, Visibility: r.Msg.GetVisibility()})
+	}
+	return ok(out)
+}
+
+func (profiles) Delete(_ context.Context, r *connect.Request[v1.DeleteProfileRequest]) (*connect.Response[v1.DeleteProfileResponse], error) {
+	if r.Msg.GetId() == "in-use" {
+		return nil, apiError(connect.CodeFailedPrecondition, "INVALID_STATE", "", `profile "in-use" (every version) is deployed on node_1; undeploy them first`)
+	}
+	return ok(&v1.DeleteProfileResponse{Versions: []int32{max(r.Msg.GetProfileVersion(), 1)}})
+}
+
 type hardwareProfiles struct {
 	bettercomputev1connect.UnimplementedHardwareProfilesServiceHandler
 }

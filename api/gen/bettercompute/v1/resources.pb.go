@@ -2428,6 +2428,471 @@ func (x *ValidateProfileResponse) GetProblems() []*ValidationProblem {
 	return nil
 }
 
+type RenderProfileRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	TenantId       string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Id             string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	ProfileVersion int32                  `protobuf:"varint,3,opt,name=profile_version,json=profileVersion,proto3" json:"profile_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RenderProfileRequest) Reset() {
+	*x = RenderProfileRequest{}
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderProfileRequest) ProtoMessage() {}
+
+func (x *RenderProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderProfileRequest.ProtoReflect.Descriptor instead.
+func (*RenderProfileRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RenderProfileRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RenderProfileRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RenderProfileRequest) GetProfileVersion() int32 {
+	if x != nil {
+		return x.ProfileVersion
+	}
+	return 0
+}
+
+// PlannedStep is one step of a resolved profile.
+type PlannedStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Use   string                 `protobuf:"bytes,2,opt,name=use,proto3" json:"use,omitempty"`
+	// control-plane, site or ramdisk.
+	RunsOn         string `protobuf:"bytes,3,opt,name=runs_on,json=runsOn,proto3" json:"runs_on,omitempty"`
+	TimeoutSeconds int64  `protobuf:"varint,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	// Whether the step may run again after a partial run (workflows retry --from-step).
+	RetrySafe bool `protobuf:"varint,5,opt,name=retry_safe,json=retrySafe,proto3" json:"retry_safe,omitempty"`
+	// What the node must have: ramdisk, virtual-media.
+	Needs []string `protobuf:"bytes,6,rep,name=needs,proto3" json:"needs,omitempty"`
+	// The command kinds the step relays through the site.
+	Relays []string `protobuf:"bytes,7,rep,name=relays,proto3" json:"relays,omitempty"`
+	// The hosts the step sends to.
+	Sends []string `protobuf:"bytes,8,rep,name=sends,proto3" json:"sends,omitempty"`
+	// The inputs after defaults.
+	With *structpb.Struct `protobuf:"bytes,9,opt,name=with,proto3" json:"with,omitempty"`
+	// The earlier step whose outputs fill from_fields.
+	FromStep      string   `protobuf:"bytes,10,opt,name=from_step,json=fromStep,proto3" json:"from_step,omitempty"`
+	FromFields    []string `protobuf:"bytes,11,rep,name=from_fields,json=fromFields,proto3" json:"from_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedStep) Reset() {
+	*x = PlannedStep{}
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedStep) ProtoMessage() {}
+
+func (x *PlannedStep) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedStep.ProtoReflect.Descriptor instead.
+func (*PlannedStep) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *PlannedStep) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PlannedStep) GetUse() string {
+	if x != nil {
+		return x.Use
+	}
+	return ""
+}
+
+func (x *PlannedStep) GetRunsOn() string {
+	if x != nil {
+		return x.RunsOn
+	}
+	return ""
+}
+
+func (x *PlannedStep) GetTimeoutSeconds() int64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *PlannedStep) GetRetrySafe() bool {
+	if x != nil {
+		return x.RetrySafe
+	}
+	return false
+}
+
+func (x *PlannedStep) GetNeeds() []string {
+	if x != nil {
+		return x.Needs
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetRelays() []string {
+	if x != nil {
+		return x.Relays
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetSends() []string {
+	if x != nil {
+		return x.Sends
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetWith() *structpb.Struct {
+	if x != nil {
+		return x.With
+	}
+	return nil
+}
+
+func (x *PlannedStep) GetFromStep() string {
+	if x != nil {
+		return x.FromStep
+	}
+	return ""
+}
+
+func (x *PlannedStep) GetFromFields() []string {
+	if x != nil {
+		return x.FromFields
+	}
+	return nil
+}
+
+type RenderProfileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Profile       *Profile               `protobuf:"bytes,1,opt,name=profile,proto3" json:"profile,omitempty"`
+	Steps         []*PlannedStep         `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenderProfileResponse) Reset() {
+	*x = RenderProfileResponse{}
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenderProfileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenderProfileResponse) ProtoMessage() {}
+
+func (x *RenderProfileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenderProfileResponse.ProtoReflect.Descriptor instead.
+func (*RenderProfileResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *RenderProfileResponse) GetProfile() *Profile {
+	if x != nil {
+		return x.Profile
+	}
+	return nil
+}
+
+func (x *RenderProfileResponse) GetSteps() []*PlannedStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+type UpdateProfileRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Id       string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// 0 means every version of the id.
+	ProfileVersion int32 `protobuf:"varint,3,opt,name=profile_version,json=profileVersion,proto3" json:"profile_version,omitempty"`
+	// private or public.
+	Visibility    string `protobuf:"bytes,4,opt,name=visibility,proto3" json:"visibility,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProfileRequest) Reset() {
+	*x = UpdateProfileRequest{}
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProfileRequest) ProtoMessage() {}
+
+func (x *UpdateProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProfileRequest.ProtoReflect.Descriptor instead.
+func (*UpdateProfileRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *UpdateProfileRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *UpdateProfileRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateProfileRequest) GetProfileVersion() int32 {
+	if x != nil {
+		return x.ProfileVersion
+	}
+	return 0
+}
+
+func (x *UpdateProfileRequest) GetVisibility() string {
+	if x != nil {
+		return x.Visibility
+	}
+	return ""
+}
+
+type UpdateProfileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The versions changed, oldest first.
+	Items         []*Profile `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProfileResponse) Reset() {
+	*x = UpdateProfileResponse{}
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProfileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProfileResponse) ProtoMessage() {}
+
+func (x *UpdateProfileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProfileResponse.ProtoReflect.Descriptor instead.
+func (*UpdateProfileResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *UpdateProfileResponse) GetItems() []*Profile {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type DeleteProfileRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TenantId string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	Id       string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// 0 means every version of the id.
+	ProfileVersion int32 `protobuf:"varint,3,opt,name=profile_version,json=profileVersion,proto3" json:"profile_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteProfileRequest) Reset() {
+	*x = DeleteProfileRequest{}
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProfileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProfileRequest) ProtoMessage() {}
+
+func (x *DeleteProfileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProfileRequest.ProtoReflect.Descriptor instead.
+func (*DeleteProfileRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DeleteProfileRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *DeleteProfileRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DeleteProfileRequest) GetProfileVersion() int32 {
+	if x != nil {
+		return x.ProfileVersion
+	}
+	return 0
+}
+
+type DeleteProfileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The versions deleted.
+	Versions      []int32 `protobuf:"varint,1,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteProfileResponse) Reset() {
+	*x = DeleteProfileResponse{}
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteProfileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteProfileResponse) ProtoMessage() {}
+
+func (x *DeleteProfileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteProfileResponse.ProtoReflect.Descriptor instead.
+func (*DeleteProfileResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *DeleteProfileResponse) GetVersions() []int32 {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
 type HardwareDrivers struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Power         string                 `protobuf:"bytes,1,opt,name=power,proto3" json:"power,omitempty"`
@@ -2440,7 +2905,7 @@ type HardwareDrivers struct {
 
 func (x *HardwareDrivers) Reset() {
 	*x = HardwareDrivers{}
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[41]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2917,7 @@ func (x *HardwareDrivers) String() string {
 func (*HardwareDrivers) ProtoMessage() {}
 
 func (x *HardwareDrivers) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[41]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2930,7 @@ func (x *HardwareDrivers) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HardwareDrivers.ProtoReflect.Descriptor instead.
 func (*HardwareDrivers) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{41}
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HardwareDrivers) GetPower() string {
@@ -2507,7 +2972,7 @@ type HardwareProfile struct {
 
 func (x *HardwareProfile) Reset() {
 	*x = HardwareProfile{}
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[42]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +2984,7 @@ func (x *HardwareProfile) String() string {
 func (*HardwareProfile) ProtoMessage() {}
 
 func (x *HardwareProfile) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[42]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +2997,7 @@ func (x *HardwareProfile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HardwareProfile.ProtoReflect.Descriptor instead.
 func (*HardwareProfile) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{42}
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HardwareProfile) GetId() string {
@@ -2564,7 +3029,7 @@ type ListHardwareProfilesRequest struct {
 
 func (x *ListHardwareProfilesRequest) Reset() {
 	*x = ListHardwareProfilesRequest{}
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[43]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +3041,7 @@ func (x *ListHardwareProfilesRequest) String() string {
 func (*ListHardwareProfilesRequest) ProtoMessage() {}
 
 func (x *ListHardwareProfilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[43]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +3054,7 @@ func (x *ListHardwareProfilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHardwareProfilesRequest.ProtoReflect.Descriptor instead.
 func (*ListHardwareProfilesRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{43}
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{50}
 }
 
 type ListHardwareProfilesResponse struct {
@@ -2601,7 +3066,7 @@ type ListHardwareProfilesResponse struct {
 
 func (x *ListHardwareProfilesResponse) Reset() {
 	*x = ListHardwareProfilesResponse{}
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[44]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +3078,7 @@ func (x *ListHardwareProfilesResponse) String() string {
 func (*ListHardwareProfilesResponse) ProtoMessage() {}
 
 func (x *ListHardwareProfilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[44]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +3091,7 @@ func (x *ListHardwareProfilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHardwareProfilesResponse.ProtoReflect.Descriptor instead.
 func (*ListHardwareProfilesResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{44}
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListHardwareProfilesResponse) GetItems() []*HardwareProfile {
@@ -2656,7 +3121,7 @@ type Workflow struct {
 
 func (x *Workflow) Reset() {
 	*x = Workflow{}
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[45]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +3133,7 @@ func (x *Workflow) String() string {
 func (*Workflow) ProtoMessage() {}
 
 func (x *Workflow) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[45]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +3146,7 @@ func (x *Workflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Workflow.ProtoReflect.Descriptor instead.
 func (*Workflow) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{45}
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Workflow) GetWorkflowId() string {
@@ -2778,7 +3243,7 @@ type ListWorkflowsRequest struct {
 
 func (x *ListWorkflowsRequest) Reset() {
 	*x = ListWorkflowsRequest{}
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[46]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +3255,7 @@ func (x *ListWorkflowsRequest) String() string {
 func (*ListWorkflowsRequest) ProtoMessage() {}
 
 func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[46]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +3268,7 @@ func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{46}
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListWorkflowsRequest) GetTenantId() string {
@@ -2829,7 +3294,7 @@ type ListWorkflowsResponse struct {
 
 func (x *ListWorkflowsResponse) Reset() {
 	*x = ListWorkflowsResponse{}
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[47]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +3306,7 @@ func (x *ListWorkflowsResponse) String() string {
 func (*ListWorkflowsResponse) ProtoMessage() {}
 
 func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[47]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +3319,7 @@ func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{47}
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListWorkflowsResponse) GetItems() []*Workflow {
@@ -2875,7 +3340,7 @@ type GetWorkflowRequest struct {
 
 func (x *GetWorkflowRequest) Reset() {
 	*x = GetWorkflowRequest{}
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[48]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2887,7 +3352,7 @@ func (x *GetWorkflowRequest) String() string {
 func (*GetWorkflowRequest) ProtoMessage() {}
 
 func (x *GetWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[48]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2900,7 +3365,7 @@ func (x *GetWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*GetWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{48}
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetWorkflowRequest) GetTenantId() string {
@@ -2933,7 +3398,7 @@ type GetWorkflowResponse struct {
 
 func (x *GetWorkflowResponse) Reset() {
 	*x = GetWorkflowResponse{}
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[49]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3410,7 @@ func (x *GetWorkflowResponse) String() string {
 func (*GetWorkflowResponse) ProtoMessage() {}
 
 func (x *GetWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_bettercompute_v1_resources_proto_msgTypes[49]
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3423,7 @@ func (x *GetWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*GetWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{49}
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetWorkflowResponse) GetWorkflow() *Workflow {
@@ -3140,7 +3605,44 @@ const file_bettercompute_v1_resources_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"p\n" +
 	"\x17ValidateProfileResponse\x12\x14\n" +
 	"\x05valid\x18\x01 \x01(\bR\x05valid\x12?\n" +
-	"\bproblems\x18\x02 \x03(\v2#.bettercompute.v1.ValidationProblemR\bproblems\"s\n" +
+	"\bproblems\x18\x02 \x03(\v2#.bettercompute.v1.ValidationProblemR\bproblems\"l\n" +
+	"\x14RenderProfileRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12'\n" +
+	"\x0fprofile_version\x18\x03 \x01(\x05R\x0eprofileVersion\"\xc5\x02\n" +
+	"\vPlannedStep\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x10\n" +
+	"\x03use\x18\x02 \x01(\tR\x03use\x12\x17\n" +
+	"\aruns_on\x18\x03 \x01(\tR\x06runsOn\x12'\n" +
+	"\x0ftimeout_seconds\x18\x04 \x01(\x03R\x0etimeoutSeconds\x12\x1d\n" +
+	"\n" +
+	"retry_safe\x18\x05 \x01(\bR\tretrySafe\x12\x14\n" +
+	"\x05needs\x18\x06 \x03(\tR\x05needs\x12\x16\n" +
+	"\x06relays\x18\a \x03(\tR\x06relays\x12\x14\n" +
+	"\x05sends\x18\b \x03(\tR\x05sends\x12+\n" +
+	"\x04with\x18\t \x01(\v2\x17.google.protobuf.StructR\x04with\x12\x1b\n" +
+	"\tfrom_step\x18\n" +
+	" \x01(\tR\bfromStep\x12\x1f\n" +
+	"\vfrom_fields\x18\v \x03(\tR\n" +
+	"fromFields\"\x81\x01\n" +
+	"\x15RenderProfileResponse\x123\n" +
+	"\aprofile\x18\x01 \x01(\v2\x19.bettercompute.v1.ProfileR\aprofile\x123\n" +
+	"\x05steps\x18\x02 \x03(\v2\x1d.bettercompute.v1.PlannedStepR\x05steps\"\x8c\x01\n" +
+	"\x14UpdateProfileRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12'\n" +
+	"\x0fprofile_version\x18\x03 \x01(\x05R\x0eprofileVersion\x12\x1e\n" +
+	"\n" +
+	"visibility\x18\x04 \x01(\tR\n" +
+	"visibility\"H\n" +
+	"\x15UpdateProfileResponse\x12/\n" +
+	"\x05items\x18\x01 \x03(\v2\x19.bettercompute.v1.ProfileR\x05items\"l\n" +
+	"\x14DeleteProfileRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12'\n" +
+	"\x0fprofile_version\x18\x03 \x01(\x05R\x0eprofileVersion\"3\n" +
+	"\x15DeleteProfileResponse\x12\x1a\n" +
+	"\bversions\x18\x01 \x03(\x05R\bversions\"s\n" +
 	"\x0fHardwareDrivers\x12\x14\n" +
 	"\x05power\x18\x01 \x01(\tR\x05power\x12\x1e\n" +
 	"\n" +
@@ -3201,12 +3703,15 @@ const file_bettercompute_v1_resources_proto_rawDesc = "" +
 	"\rImagesService\x12[\n" +
 	"\bRegister\x12&.bettercompute.v1.RegisterImageRequest\x1a'.bettercompute.v1.RegisterImageResponse\x12L\n" +
 	"\x03Get\x12!.bettercompute.v1.GetImageRequest\x1a\".bettercompute.v1.GetImageResponse\x12Q\n" +
-	"\x04List\x12#.bettercompute.v1.ListImagesRequest\x1a$.bettercompute.v1.ListImagesResponse2\xf6\x02\n" +
+	"\x04List\x12#.bettercompute.v1.ListImagesRequest\x1a$.bettercompute.v1.ListImagesResponse2\x87\x05\n" +
 	"\x0fProfilesService\x12Y\n" +
 	"\x06Create\x12&.bettercompute.v1.CreateProfileRequest\x1a'.bettercompute.v1.CreateProfileResponse\x12P\n" +
 	"\x03Get\x12#.bettercompute.v1.GetProfileRequest\x1a$.bettercompute.v1.GetProfileResponse\x12U\n" +
 	"\x04List\x12%.bettercompute.v1.ListProfilesRequest\x1a&.bettercompute.v1.ListProfilesResponse\x12_\n" +
-	"\bValidate\x12(.bettercompute.v1.ValidateProfileRequest\x1a).bettercompute.v1.ValidateProfileResponse2\x80\x01\n" +
+	"\bValidate\x12(.bettercompute.v1.ValidateProfileRequest\x1a).bettercompute.v1.ValidateProfileResponse\x12Y\n" +
+	"\x06Render\x12&.bettercompute.v1.RenderProfileRequest\x1a'.bettercompute.v1.RenderProfileResponse\x12Y\n" +
+	"\x06Update\x12&.bettercompute.v1.UpdateProfileRequest\x1a'.bettercompute.v1.UpdateProfileResponse\x12Y\n" +
+	"\x06Delete\x12&.bettercompute.v1.DeleteProfileRequest\x1a'.bettercompute.v1.DeleteProfileResponse2\x80\x01\n" +
 	"\x17HardwareProfilesService\x12e\n" +
 	"\x04List\x12-.bettercompute.v1.ListHardwareProfilesRequest\x1a..bettercompute.v1.ListHardwareProfilesResponse2\xbf\x01\n" +
 	"\x10WorkflowsService\x12W\n" +
@@ -3225,7 +3730,7 @@ func file_bettercompute_v1_resources_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_resources_proto_rawDescData
 }
 
-var file_bettercompute_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_bettercompute_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_bettercompute_v1_resources_proto_goTypes = []any{
 	(*Tenant)(nil),                       // 0: bettercompute.v1.Tenant
 	(*CreateTenantRequest)(nil),          // 1: bettercompute.v1.CreateTenantRequest
@@ -3268,97 +3773,114 @@ var file_bettercompute_v1_resources_proto_goTypes = []any{
 	(*ValidateProfileRequest)(nil),       // 38: bettercompute.v1.ValidateProfileRequest
 	(*ValidationProblem)(nil),            // 39: bettercompute.v1.ValidationProblem
 	(*ValidateProfileResponse)(nil),      // 40: bettercompute.v1.ValidateProfileResponse
-	(*HardwareDrivers)(nil),              // 41: bettercompute.v1.HardwareDrivers
-	(*HardwareProfile)(nil),              // 42: bettercompute.v1.HardwareProfile
-	(*ListHardwareProfilesRequest)(nil),  // 43: bettercompute.v1.ListHardwareProfilesRequest
-	(*ListHardwareProfilesResponse)(nil), // 44: bettercompute.v1.ListHardwareProfilesResponse
-	(*Workflow)(nil),                     // 45: bettercompute.v1.Workflow
-	(*ListWorkflowsRequest)(nil),         // 46: bettercompute.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),        // 47: bettercompute.v1.ListWorkflowsResponse
-	(*GetWorkflowRequest)(nil),           // 48: bettercompute.v1.GetWorkflowRequest
-	(*GetWorkflowResponse)(nil),          // 49: bettercompute.v1.GetWorkflowResponse
-	(*timestamppb.Timestamp)(nil),        // 50: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 51: google.protobuf.Struct
+	(*RenderProfileRequest)(nil),         // 41: bettercompute.v1.RenderProfileRequest
+	(*PlannedStep)(nil),                  // 42: bettercompute.v1.PlannedStep
+	(*RenderProfileResponse)(nil),        // 43: bettercompute.v1.RenderProfileResponse
+	(*UpdateProfileRequest)(nil),         // 44: bettercompute.v1.UpdateProfileRequest
+	(*UpdateProfileResponse)(nil),        // 45: bettercompute.v1.UpdateProfileResponse
+	(*DeleteProfileRequest)(nil),         // 46: bettercompute.v1.DeleteProfileRequest
+	(*DeleteProfileResponse)(nil),        // 47: bettercompute.v1.DeleteProfileResponse
+	(*HardwareDrivers)(nil),              // 48: bettercompute.v1.HardwareDrivers
+	(*HardwareProfile)(nil),              // 49: bettercompute.v1.HardwareProfile
+	(*ListHardwareProfilesRequest)(nil),  // 50: bettercompute.v1.ListHardwareProfilesRequest
+	(*ListHardwareProfilesResponse)(nil), // 51: bettercompute.v1.ListHardwareProfilesResponse
+	(*Workflow)(nil),                     // 52: bettercompute.v1.Workflow
+	(*ListWorkflowsRequest)(nil),         // 53: bettercompute.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),        // 54: bettercompute.v1.ListWorkflowsResponse
+	(*GetWorkflowRequest)(nil),           // 55: bettercompute.v1.GetWorkflowRequest
+	(*GetWorkflowResponse)(nil),          // 56: bettercompute.v1.GetWorkflowResponse
+	(*timestamppb.Timestamp)(nil),        // 57: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 58: google.protobuf.Struct
 }
 var file_bettercompute_v1_resources_proto_depIdxs = []int32{
-	50, // 0: bettercompute.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	57, // 0: bettercompute.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	0,  // 1: bettercompute.v1.CreateTenantResponse.tenant:type_name -> bettercompute.v1.Tenant
 	0,  // 2: bettercompute.v1.ListTenantsResponse.items:type_name -> bettercompute.v1.Tenant
-	50, // 3: bettercompute.v1.Site.created_at:type_name -> google.protobuf.Timestamp
+	57, // 3: bettercompute.v1.Site.created_at:type_name -> google.protobuf.Timestamp
 	5,  // 4: bettercompute.v1.CreateSiteResponse.site:type_name -> bettercompute.v1.Site
 	5,  // 5: bettercompute.v1.GetSiteResponse.site:type_name -> bettercompute.v1.Site
 	5,  // 6: bettercompute.v1.ListSitesResponse.items:type_name -> bettercompute.v1.Site
-	50, // 7: bettercompute.v1.SiteToken.expires_at:type_name -> google.protobuf.Timestamp
-	50, // 8: bettercompute.v1.SiteToken.created_at:type_name -> google.protobuf.Timestamp
-	50, // 9: bettercompute.v1.SiteToken.used_at:type_name -> google.protobuf.Timestamp
+	57, // 7: bettercompute.v1.SiteToken.expires_at:type_name -> google.protobuf.Timestamp
+	57, // 8: bettercompute.v1.SiteToken.created_at:type_name -> google.protobuf.Timestamp
+	57, // 9: bettercompute.v1.SiteToken.used_at:type_name -> google.protobuf.Timestamp
 	12, // 10: bettercompute.v1.CreateSiteTokenResponse.site_token:type_name -> bettercompute.v1.SiteToken
 	15, // 11: bettercompute.v1.Pool.policy:type_name -> bettercompute.v1.PoolPolicy
-	50, // 12: bettercompute.v1.Pool.created_at:type_name -> google.protobuf.Timestamp
+	57, // 12: bettercompute.v1.Pool.created_at:type_name -> google.protobuf.Timestamp
 	15, // 13: bettercompute.v1.CreatePoolRequest.policy:type_name -> bettercompute.v1.PoolPolicy
 	16, // 14: bettercompute.v1.CreatePoolResponse.pool:type_name -> bettercompute.v1.Pool
 	16, // 15: bettercompute.v1.GetPoolResponse.pool:type_name -> bettercompute.v1.Pool
 	16, // 16: bettercompute.v1.ListPoolsResponse.items:type_name -> bettercompute.v1.Pool
-	50, // 17: bettercompute.v1.Image.created_at:type_name -> google.protobuf.Timestamp
+	57, // 17: bettercompute.v1.Image.created_at:type_name -> google.protobuf.Timestamp
 	23, // 18: bettercompute.v1.RegisterImageResponse.image:type_name -> bettercompute.v1.Image
 	23, // 19: bettercompute.v1.GetImageResponse.image:type_name -> bettercompute.v1.Image
 	23, // 20: bettercompute.v1.ListImagesResponse.items:type_name -> bettercompute.v1.Image
-	51, // 21: bettercompute.v1.ProfileStep.with:type_name -> google.protobuf.Struct
+	58, // 21: bettercompute.v1.ProfileStep.with:type_name -> google.protobuf.Struct
 	30, // 22: bettercompute.v1.Profile.steps:type_name -> bettercompute.v1.ProfileStep
-	50, // 23: bettercompute.v1.Profile.created_at:type_name -> google.protobuf.Timestamp
+	57, // 23: bettercompute.v1.Profile.created_at:type_name -> google.protobuf.Timestamp
 	31, // 24: bettercompute.v1.CreateProfileRequest.profile:type_name -> bettercompute.v1.Profile
 	31, // 25: bettercompute.v1.CreateProfileResponse.profile:type_name -> bettercompute.v1.Profile
 	31, // 26: bettercompute.v1.GetProfileResponse.profile:type_name -> bettercompute.v1.Profile
 	31, // 27: bettercompute.v1.ListProfilesResponse.items:type_name -> bettercompute.v1.Profile
 	39, // 28: bettercompute.v1.ValidateProfileResponse.problems:type_name -> bettercompute.v1.ValidationProblem
-	41, // 29: bettercompute.v1.HardwareProfile.drivers:type_name -> bettercompute.v1.HardwareDrivers
-	42, // 30: bettercompute.v1.ListHardwareProfilesResponse.items:type_name -> bettercompute.v1.HardwareProfile
-	50, // 31: bettercompute.v1.Workflow.start_time:type_name -> google.protobuf.Timestamp
-	50, // 32: bettercompute.v1.Workflow.close_time:type_name -> google.protobuf.Timestamp
-	45, // 33: bettercompute.v1.ListWorkflowsResponse.items:type_name -> bettercompute.v1.Workflow
-	45, // 34: bettercompute.v1.GetWorkflowResponse.workflow:type_name -> bettercompute.v1.Workflow
-	1,  // 35: bettercompute.v1.TenantsService.Create:input_type -> bettercompute.v1.CreateTenantRequest
-	3,  // 36: bettercompute.v1.TenantsService.List:input_type -> bettercompute.v1.ListTenantsRequest
-	6,  // 37: bettercompute.v1.SitesService.Create:input_type -> bettercompute.v1.CreateSiteRequest
-	8,  // 38: bettercompute.v1.SitesService.Get:input_type -> bettercompute.v1.GetSiteRequest
-	10, // 39: bettercompute.v1.SitesService.List:input_type -> bettercompute.v1.ListSitesRequest
-	13, // 40: bettercompute.v1.SiteTokensService.Create:input_type -> bettercompute.v1.CreateSiteTokenRequest
-	17, // 41: bettercompute.v1.PoolsService.Create:input_type -> bettercompute.v1.CreatePoolRequest
-	19, // 42: bettercompute.v1.PoolsService.Get:input_type -> bettercompute.v1.GetPoolRequest
-	21, // 43: bettercompute.v1.PoolsService.List:input_type -> bettercompute.v1.ListPoolsRequest
-	24, // 44: bettercompute.v1.ImagesService.Register:input_type -> bettercompute.v1.RegisterImageRequest
-	26, // 45: bettercompute.v1.ImagesService.Get:input_type -> bettercompute.v1.GetImageRequest
-	28, // 46: bettercompute.v1.ImagesService.List:input_type -> bettercompute.v1.ListImagesRequest
-	32, // 47: bettercompute.v1.ProfilesService.Create:input_type -> bettercompute.v1.CreateProfileRequest
-	34, // 48: bettercompute.v1.ProfilesService.Get:input_type -> bettercompute.v1.GetProfileRequest
-	36, // 49: bettercompute.v1.ProfilesService.List:input_type -> bettercompute.v1.ListProfilesRequest
-	38, // 50: bettercompute.v1.ProfilesService.Validate:input_type -> bettercompute.v1.ValidateProfileRequest
-	43, // 51: bettercompute.v1.HardwareProfilesService.List:input_type -> bettercompute.v1.ListHardwareProfilesRequest
-	46, // 52: bettercompute.v1.WorkflowsService.List:input_type -> bettercompute.v1.ListWorkflowsRequest
-	48, // 53: bettercompute.v1.WorkflowsService.Get:input_type -> bettercompute.v1.GetWorkflowRequest
-	2,  // 54: bettercompute.v1.TenantsService.Create:output_type -> bettercompute.v1.CreateTenantResponse
-	4,  // 55: bettercompute.v1.TenantsService.List:output_type -> bettercompute.v1.ListTenantsResponse
-	7,  // 56: bettercompute.v1.SitesService.Create:output_type -> bettercompute.v1.CreateSiteResponse
-	9,  // 57: bettercompute.v1.SitesService.Get:output_type -> bettercompute.v1.GetSiteResponse
-	11, // 58: bettercompute.v1.SitesService.List:output_type -> bettercompute.v1.ListSitesResponse
-	14, // 59: bettercompute.v1.SiteTokensService.Create:output_type -> bettercompute.v1.CreateSiteTokenResponse
-	18, // 60: bettercompute.v1.PoolsService.Create:output_type -> bettercompute.v1.CreatePoolResponse
-	20, // 61: bettercompute.v1.PoolsService.Get:output_type -> bettercompute.v1.GetPoolResponse
-	22, // 62: bettercompute.v1.PoolsService.List:output_type -> bettercompute.v1.ListPoolsResponse
-	25, // 63: bettercompute.v1.ImagesService.Register:output_type -> bettercompute.v1.RegisterImageResponse
-	27, // 64: bettercompute.v1.ImagesService.Get:output_type -> bettercompute.v1.GetImageResponse
-	29, // 65: bettercompute.v1.ImagesService.List:output_type -> bettercompute.v1.ListImagesResponse
-	33, // 66: bettercompute.v1.ProfilesService.Create:output_type -> bettercompute.v1.CreateProfileResponse
-	35, // 67: bettercompute.v1.ProfilesService.Get:output_type -> bettercompute.v1.GetProfileResponse
-	37, // 68: bettercompute.v1.ProfilesService.List:output_type -> bettercompute.v1.ListProfilesResponse
-	40, // 69: bettercompute.v1.ProfilesService.Validate:output_type -> bettercompute.v1.ValidateProfileResponse
-	44, // 70: bettercompute.v1.HardwareProfilesService.List:output_type -> bettercompute.v1.ListHardwareProfilesResponse
-	47, // 71: bettercompute.v1.WorkflowsService.List:output_type -> bettercompute.v1.ListWorkflowsResponse
-	49, // 72: bettercompute.v1.WorkflowsService.Get:output_type -> bettercompute.v1.GetWorkflowResponse
-	54, // [54:73] is the sub-list for method output_type
-	35, // [35:54] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	58, // 29: bettercompute.v1.PlannedStep.with:type_name -> google.protobuf.Struct
+	31, // 30: bettercompute.v1.RenderProfileResponse.profile:type_name -> bettercompute.v1.Profile
+	42, // 31: bettercompute.v1.RenderProfileResponse.steps:type_name -> bettercompute.v1.PlannedStep
+	31, // 32: bettercompute.v1.UpdateProfileResponse.items:type_name -> bettercompute.v1.Profile
+	48, // 33: bettercompute.v1.HardwareProfile.drivers:type_name -> bettercompute.v1.HardwareDrivers
+	49, // 34: bettercompute.v1.ListHardwareProfilesResponse.items:type_name -> bettercompute.v1.HardwareProfile
+	57, // 35: bettercompute.v1.Workflow.start_time:type_name -> google.protobuf.Timestamp
+	57, // 36: bettercompute.v1.Workflow.close_time:type_name -> google.protobuf.Timestamp
+	52, // 37: bettercompute.v1.ListWorkflowsResponse.items:type_name -> bettercompute.v1.Workflow
+	52, // 38: bettercompute.v1.GetWorkflowResponse.workflow:type_name -> bettercompute.v1.Workflow
+	1,  // 39: bettercompute.v1.TenantsService.Create:input_type -> bettercompute.v1.CreateTenantRequest
+	3,  // 40: bettercompute.v1.TenantsService.List:input_type -> bettercompute.v1.ListTenantsRequest
+	6,  // 41: bettercompute.v1.SitesService.Create:input_type -> bettercompute.v1.CreateSiteRequest
+	8,  // 42: bettercompute.v1.SitesService.Get:input_type -> bettercompute.v1.GetSiteRequest
+	10, // 43: bettercompute.v1.SitesService.List:input_type -> bettercompute.v1.ListSitesRequest
+	13, // 44: bettercompute.v1.SiteTokensService.Create:input_type -> bettercompute.v1.CreateSiteTokenRequest
+	17, // 45: bettercompute.v1.PoolsService.Create:input_type -> bettercompute.v1.CreatePoolRequest
+	19, // 46: bettercompute.v1.PoolsService.Get:input_type -> bettercompute.v1.GetPoolRequest
+	21, // 47: bettercompute.v1.PoolsService.List:input_type -> bettercompute.v1.ListPoolsRequest
+	24, // 48: bettercompute.v1.ImagesService.Register:input_type -> bettercompute.v1.RegisterImageRequest
+	26, // 49: bettercompute.v1.ImagesService.Get:input_type -> bettercompute.v1.GetImageRequest
+	28, // 50: bettercompute.v1.ImagesService.List:input_type -> bettercompute.v1.ListImagesRequest
+	32, // 51: bettercompute.v1.ProfilesService.Create:input_type -> bettercompute.v1.CreateProfileRequest
+	34, // 52: bettercompute.v1.ProfilesService.Get:input_type -> bettercompute.v1.GetProfileRequest
+	36, // 53: bettercompute.v1.ProfilesService.List:input_type -> bettercompute.v1.ListProfilesRequest
+	38, // 54: bettercompute.v1.ProfilesService.Validate:input_type -> bettercompute.v1.ValidateProfileRequest
+	41, // 55: bettercompute.v1.ProfilesService.Render:input_type -> bettercompute.v1.RenderProfileRequest
+	44, // 56: bettercompute.v1.ProfilesService.Update:input_type -> bettercompute.v1.UpdateProfileRequest
+	46, // 57: bettercompute.v1.ProfilesService.Delete:input_type -> bettercompute.v1.DeleteProfileRequest
+	50, // 58: bettercompute.v1.HardwareProfilesService.List:input_type -> bettercompute.v1.ListHardwareProfilesRequest
+	53, // 59: bettercompute.v1.WorkflowsService.List:input_type -> bettercompute.v1.ListWorkflowsRequest
+	55, // 60: bettercompute.v1.WorkflowsService.Get:input_type -> bettercompute.v1.GetWorkflowRequest
+	2,  // 61: bettercompute.v1.TenantsService.Create:output_type -> bettercompute.v1.CreateTenantResponse
+	4,  // 62: bettercompute.v1.TenantsService.List:output_type -> bettercompute.v1.ListTenantsResponse
+	7,  // 63: bettercompute.v1.SitesService.Create:output_type -> bettercompute.v1.CreateSiteResponse
+	9,  // 64: bettercompute.v1.SitesService.Get:output_type -> bettercompute.v1.GetSiteResponse
+	11, // 65: bettercompute.v1.SitesService.List:output_type -> bettercompute.v1.ListSitesResponse
+	14, // 66: bettercompute.v1.SiteTokensService.Create:output_type -> bettercompute.v1.CreateSiteTokenResponse
+	18, // 67: bettercompute.v1.PoolsService.Create:output_type -> bettercompute.v1.CreatePoolResponse
+	20, // 68: bettercompute.v1.PoolsService.Get:output_type -> bettercompute.v1.GetPoolResponse
+	22, // 69: bettercompute.v1.PoolsService.List:output_type -> bettercompute.v1.ListPoolsResponse
+	25, // 70: bettercompute.v1.ImagesService.Register:output_type -> bettercompute.v1.RegisterImageResponse
+	27, // 71: bettercompute.v1.ImagesService.Get:output_type -> bettercompute.v1.GetImageResponse
+	29, // 72: bettercompute.v1.ImagesService.List:output_type -> bettercompute.v1.ListImagesResponse
+	33, // 73: bettercompute.v1.ProfilesService.Create:output_type -> bettercompute.v1.CreateProfileResponse
+	35, // 74: bettercompute.v1.ProfilesService.Get:output_type -> bettercompute.v1.GetProfileResponse
+	37, // 75: bettercompute.v1.ProfilesService.List:output_type -> bettercompute.v1.ListProfilesResponse
+	40, // 76: bettercompute.v1.ProfilesService.Validate:output_type -> bettercompute.v1.ValidateProfileResponse
+	43, // 77: bettercompute.v1.ProfilesService.Render:output_type -> bettercompute.v1.RenderProfileResponse
+	45, // 78: bettercompute.v1.ProfilesService.Update:output_type -> bettercompute.v1.UpdateProfileResponse
+	47, // 79: bettercompute.v1.ProfilesService.Delete:output_type -> bettercompute.v1.DeleteProfileResponse
+	51, // 80: bettercompute.v1.HardwareProfilesService.List:output_type -> bettercompute.v1.ListHardwareProfilesResponse
+	54, // 81: bettercompute.v1.WorkflowsService.List:output_type -> bettercompute.v1.ListWorkflowsResponse
+	56, // 82: bettercompute.v1.WorkflowsService.Get:output_type -> bettercompute.v1.GetWorkflowResponse
+	61, // [61:83] is the sub-list for method output_type
+	39, // [39:61] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_v1_resources_proto_init() }
@@ -3372,7 +3894,7 @@ func file_bettercompute_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_resources_proto_rawDesc), len(file_bettercompute_v1_resources_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   8,
 		},

@@ -81,6 +81,12 @@ const (
 	// ProfilesServiceValidateProcedure is the fully-qualified name of the ProfilesService's Validate
 	// RPC.
 	ProfilesServiceValidateProcedure = "/bettercompute.v1.ProfilesService/Validate"
+	// ProfilesServiceRenderProcedure is the fully-qualified name of the ProfilesService's Render RPC.
+	ProfilesServiceRenderProcedure = "/bettercompute.v1.ProfilesService/Render"
+	// ProfilesServiceUpdateProcedure is the fully-qualified name of the ProfilesService's Update RPC.
+	ProfilesServiceUpdateProcedure = "/bettercompute.v1.ProfilesService/Update"
+	// ProfilesServiceDeleteProcedure is the fully-qualified name of the ProfilesService's Delete RPC.
+	ProfilesServiceDeleteProcedure = "/bettercompute.v1.ProfilesService/Delete"
 	// HardwareProfilesServiceListProcedure is the fully-qualified name of the HardwareProfilesService's
 	// List RPC.
 	HardwareProfilesServiceListProcedure = "/bettercompute.v1.HardwareProfilesService/List"
@@ -628,6 +634,12 @@ type ProfilesServiceClient interface {
 	Get(context.Context, *connect.Request[v1.GetProfileRequest]) (*connect.Response[v1.GetProfileResponse], error)
 	List(context.Context, *connect.Request[v1.ListProfilesRequest]) (*connect.Response[v1.ListProfilesResponse], error)
 	Validate(context.Context, *connect.Request[v1.ValidateProfileRequest]) (*connect.Response[v1.ValidateProfileResponse], error)
+	// Render resolves a stored profile into the plan a deploy runs.
+	Render(context.Context, *connect.Request[v1.RenderProfileRequest]) (*connect.Response[v1.RenderProfileResponse], error)
+	// Update changes a profile's visibility; its steps never change.
+	Update(context.Context, *connect.Request[v1.UpdateProfileRequest]) (*connect.Response[v1.UpdateProfileResponse], error)
+	// Delete removes a profile no workflow or node uses.
+	Delete(context.Context, *connect.Request[v1.DeleteProfileRequest]) (*connect.Response[v1.DeleteProfileResponse], error)
 }
 
 // NewProfilesServiceClient constructs a client for the bettercompute.v1.ProfilesService service. By
@@ -665,6 +677,24 @@ func NewProfilesServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(profilesServiceMethods.ByName("Validate")),
 			connect.WithClientOptions(opts...),
 		),
+		render: connect.NewClient[v1.RenderProfileRequest, v1.RenderProfileResponse](
+			httpClient,
+			baseURL+ProfilesServiceRenderProcedure,
+			connect.WithSchema(profilesServiceMethods.ByName("Render")),
+			connect.WithClientOptions(opts...),
+		),
+		update: connect.NewClient[v1.UpdateProfileRequest, v1.UpdateProfileResponse](
+			httpClient,
+			baseURL+ProfilesServiceUpdateProcedure,
+			connect.WithSchema(profilesServiceMethods.ByName("Update")),
+			connect.WithClientOptions(opts...),
+		),
+		delete: connect.NewClient[v1.DeleteProfileRequest, v1.DeleteProfileResponse](
+			httpClient,
+			baseURL+ProfilesServiceDeleteProcedure,
+			connect.WithSchema(profilesServiceMethods.ByName("Delete")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -674,6 +704,9 @@ type profilesServiceClient struct {
 	get      *connect.Client[v1.GetProfileRequest, v1.GetProfileResponse]
 	list     *connect.Client[v1.ListProfilesRequest, v1.ListProfilesResponse]
 	validate *connect.Client[v1.ValidateProfileRequest, v1.ValidateProfileResponse]
+	render   *connect.Client[v1.RenderProfileRequest, v1.RenderProfileResponse]
+	update   *connect.Client[v1.UpdateProfileRequest, v1.UpdateProfileResponse]
+	delete   *connect.Client[v1.DeleteProfileRequest, v1.DeleteProfileResponse]
 }
 
 // Create calls bettercompute.v1.ProfilesService.Create.
@@ -696,12 +729,33 @@ func (c *profilesServiceClient) Validate(ctx context.Context, req *connect.Reque
 	return c.validate.CallUnary(ctx, req)
 }
 
+// Render calls bettercompute.v1.ProfilesService.Render.
+func (c *profilesServiceClient) Render(ctx context.Context, req *connect.Request[v1.RenderProfileRequest]) (*connect.Response[v1.RenderProfileResponse], error) {
+	return c.render.CallUnary(ctx, req)
+}
+
+// Update calls bettercompute.v1.ProfilesService.Update.
+func (c *profilesServiceClient) Update(ctx context.Context, req *connect.Request[v1.UpdateProfileRequest]) (*connect.Response[v1.UpdateProfileResponse], error) {
+	return c.update.CallUnary(ctx, req)
+}
+
+// Delete calls bettercompute.v1.ProfilesService.Delete.
+func (c *profilesServiceClient) Delete(ctx context.Context, req *connect.Request[v1.DeleteProfileRequest]) (*connect.Response[v1.DeleteProfileResponse], error) {
+	return c.delete.CallUnary(ctx, req)
+}
+
 // ProfilesServiceHandler is an implementation of the bettercompute.v1.ProfilesService service.
 type ProfilesServiceHandler interface {
 	Create(context.Context, *connect.Request[v1.CreateProfileRequest]) (*connect.Response[v1.CreateProfileResponse], error)
 	Get(context.Context, *connect.Request[v1.GetProfileRequest]) (*connect.Response[v1.GetProfileResponse], error)
 	List(context.Context, *connect.Request[v1.ListProfilesRequest]) (*connect.Response[v1.ListProfilesResponse], error)
 	Validate(context.Context, *connect.Request[v1.ValidateProfileRequest]) (*connect.Response[v1.ValidateProfileResponse], error)
+	// Render resolves a stored profile into the plan a deploy runs.
+	Render(context.Context, *connect.Request[v1.RenderProfileRequest]) (*connect.Response[v1.RenderProfileResponse], error)
+	// Update changes a profile's visibility; its steps never change.
+	Update(context.Context, *connect.Request[v1.UpdateProfileRequest]) (*connect.Response[v1.UpdateProfileResponse], error)
+	// Delete removes a profile no workflow or node uses.
+	Delete(context.Context, *connect.Request[v1.DeleteProfileRequest]) (*connect.Response[v1.DeleteProfileResponse], error)
 }
 
 // NewProfilesServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -735,6 +789,24 @@ func NewProfilesServiceHandler(svc ProfilesServiceHandler, opts ...connect.Handl
 		connect.WithSchema(profilesServiceMethods.ByName("Validate")),
 		connect.WithHandlerOptions(opts...),
 	)
+	profilesServiceRenderHandler := connect.NewUnaryHandler(
+		ProfilesServiceRenderProcedure,
+		svc.Render,
+		connect.WithSchema(profilesServiceMethods.ByName("Render")),
+		connect.WithHandlerOptions(opts...),
+	)
+	profilesServiceUpdateHandler := connect.NewUnaryHandler(
+		ProfilesServiceUpdateProcedure,
+		svc.Update,
+		connect.WithSchema(profilesServiceMethods.ByName("Update")),
+		connect.WithHandlerOptions(opts...),
+	)
+	profilesServiceDeleteHandler := connect.NewUnaryHandler(
+		ProfilesServiceDeleteProcedure,
+		svc.Delete,
+		connect.WithSchema(profilesServiceMethods.ByName("Delete")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.v1.ProfilesService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProfilesServiceCreateProcedure:
@@ -745,6 +817,12 @@ func NewProfilesServiceHandler(svc ProfilesServiceHandler, opts ...connect.Handl
 			profilesServiceListHandler.ServeHTTP(w, r)
 		case ProfilesServiceValidateProcedure:
 			profilesServiceValidateHandler.ServeHTTP(w, r)
+		case ProfilesServiceRenderProcedure:
+			profilesServiceRenderHandler.ServeHTTP(w, r)
+		case ProfilesServiceUpdateProcedure:
+			profilesServiceUpdateHandler.ServeHTTP(w, r)
+		case ProfilesServiceDeleteProcedure:
+			profilesServiceDeleteHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -768,6 +846,18 @@ func (UnimplementedProfilesServiceHandler) List(context.Context, *connect.Reques
 
 func (UnimplementedProfilesServiceHandler) Validate(context.Context, *connect.Request[v1.ValidateProfileRequest]) (*connect.Response[v1.ValidateProfileResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.ProfilesService.Validate is not implemented"))
+}
+
+func (UnimplementedProfilesServiceHandler) Render(context.Context, *connect.Request[v1.RenderProfileRequest]) (*connect.Response[v1.RenderProfileResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.ProfilesService.Render is not implemented"))
+}
+
+func (UnimplementedProfilesServiceHandler) Update(context.Context, *connect.Request[v1.UpdateProfileRequest]) (*connect.Response[v1.UpdateProfileResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.ProfilesService.Update is not implemented"))
+}
+
+func (UnimplementedProfilesServiceHandler) Delete(context.Context, *connect.Request[v1.DeleteProfileRequest]) (*connect.Response[v1.DeleteProfileResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.ProfilesService.Delete is not implemented"))
 }
 
 // HardwareProfilesServiceClient is a client for the bettercompute.v1.HardwareProfilesService

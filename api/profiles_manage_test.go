@@ -1,0 +1,194 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/better-compute/better-compute/api"
+	"github.com/better-compute/better-compute/ids"
+	"github.com/better-compute/better-compute/internal/testpg"
+	"github.com/better-compute/better-compute/store"
+)
+
+const (
+	profGet    = "/bettercompute.v1.ProfilesService/Get"
+	profList   = "/bettercompute.v1.ProfilesService/List"
+	profRender = "/bettercompute.v1.ProfilesService/Render"
+	profUpdate = "/bettercompute.v1.ProfilesService/Update"
+	profDelete = "/bettercompute.v1.ProfilesService/Delete"
+	deploy     = "/bettercompute.v1.MetalService/Deploy"
+)
+
+// running is a Temporal client whose visibility lists the workflows given
+// (whatever the query, which it keeps) and which runs no node's workflow.
+type running struct {
+	client.Client
+	list  []*workflowpb.WorkflowExecutionInfo
+	query *string
+}
+
+func (r running) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	*r.query = req.Query
+	return &workflowservice.ListWorkflowExecutionsResponse{Executions: r.list}, nil
+}
+
+func (running) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return nil, serviceerror.NewNotFound("no workflow")
+}
+
+// deployRun is a running deploy of node by tenant with profile id v1.
+func deployRun(t *testing.T, tenant, node, id string) *workflowpb.WorkflowExecutionInfo {
+	dc := converter.GetDefaultDataConverter()
+	fields := map[string]*commonpb.Payload{}
+	for k, v := range map[string]any{"TenantId": tenant, "NodeId": node, "ProfileId": id, "ProfileVersion": int64(1)} {
+		p, err := dc.ToPayload(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields[k] = p
+	}
+	return &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: "metal-" + node, RunId: "r1"},
+		SearchAttributes: &commonpb.SearchAttributes{IndexedFields: fields}}
+}
+
+// TestProfilesAcrossTenants: a private profile is NOT_FOUND to another
+// tenant; once public it is readable, renderable and deployable by every
+// tenant and changed or deleted only by its owner; render shows the plan;
+// delete is refused while a workflow runs it.
+func TestProfilesAcrossTenants(t *testing.T) {
+	t.Parallel()
+	s := testpg.New(t)
+	ctx := context.Background()
+	if err := s.EnsureTenant(ctx, api.RootTenant); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	var query string
+	tc := &running{query: &query}
+	srv := httptest.NewServer(api.New(api.Config{Store: s, Temporal: tc}).Handler())
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, store: s, root: token(t, s, api.RootTenant), acme: token(t, s, "acme")}
+
+	steps := `[{"use":"power.setPower","with":{"action":"cycle"}},{"use":"management.setBootDevice","with":{"device":"pxe"}}]`
+	for v := 1; v <= 2; v++ {
+		e.ok(e.root, profCreate, fmt.Sprintf(`{"profile":{"id":"cycle","version":%d,"target":"metal","role":"host","steps":%s}}`, v, steps))
+	}
+	node := acmeNode(t, s)
+	for _, c := range []struct{ name, procedure, body string }{
+		{"get", profGet, `{"id":"cycle","version":1}`},
+		{"render", profRender, `{"id":"cycle","profileVersion":1}`},
+		{"update", profUpdate, `{"id":"cycle","visibility":"public"}`},
+		{"delete", profDelete, `{"id":"cycle"}`},
+		{"deploy", deploy, `{"nodeId":"` + node + `","profile":"cycle","profileVersion":1}`},
+	} {
+		if code, out := e.call(e.acme, c.procedure, c.body); kindOf(out) != "NOT_FOUND" {
+			t.Errorf("%s root's private profile as acme = %d %v, want NOT_FOUND", c.name, code, out)
+		}
+	}
+
+	// Render: where each step runs, its inputs after defaults, its timeout.
+	r := e.ok(e.root, profRender, `{"id":"cycle","profileVersion":1}`)
+	st, _ := r["steps"].([]any)
+	if len(st) != 2 {
+		t.Fatalf("profiles.render = %v, want 2 steps", r)
+	}
+	second := st[1].(map[string]any)
+	with, _ := second["with"].(map[string]any)
+	if second["use"] != "management.setBootDevice" || second["runsOn"] != "site" || second["retrySafe"] != true ||
+		second["timeoutSeconds"] != "120" || with["device"] != "pxe" || with["persistent"] != false {
+		t.Errorf("profiles.render step 1 = %v, want setBootDevice on site, retrySafe, 120s, with device pxe and the default persistent false", second)
+	}
+	if code, out := e.call(e.root, profRender, `{"id":"cycle"}`); kindOf(out) != "INVALID_INPUT" || field(out) != "profileVersion" {
+		t.Errorf("profiles.render without a version = %d %v, want INVALID_INPUT profileVersion", code, out)
+	}
+
+	if code, out := e.call(e.root, profUpdate, `{"id":"cycle","visibility":"everyone"}`); kindOf(out) != "INVALID_INPUT" || field(out) != "visibility" {
+		t.Errorf("profiles.update visibility everyone = %d %v, want INVALID_INPUT visibility", code, out)
+	}
+	u := e.ok(e.root, profUpdate, `{"id":"cycle","profileVersion":1,"visibility":"public"}`)
+	if items, _ := u["items"].([]any); len(items) != 1 || items[0].(map[string]any)["visibility"] != "public" {
+		t.Errorf("profiles.update v1 public = %v, want v1 public", u)
+	}
+
+	got := e.ok(e.acme, profGet, `{"id":"cycle","version":1}`)
+	if nested(got, "profile", "tenantId") != api.RootTenant {
+		t.Errorf("profiles.get root's public profile as acme = %v, want it, of tenant root", got)
+	}
+	e.ok(e.acme, profRender, `{"id":"cycle","profileVersion":1}`)
+	if l := e.ok(e.acme, profList, `{}`); len(l["items"].([]any)) != 1 {
+		t.Errorf("profiles.list as acme = %v, want root's public v1 only", l)
+	}
+	if code, out := e.call(e.acme, profGet, `{"id":"cycle","version":2}`); kindOf(out) != "NOT_FOUND" {
+		t.Errorf("profiles.get root's private v2 as acme = %d %v, want NOT_FOUND", code, out)
+	}
+	for _, c := range []struct{ name, procedure, body string }{
+		{"update", profUpdate, `{"id":"cycle","profileVersion":1,"visibility":"private"}`},
+		{"delete", profDelete, `{"id":"cycle","profileVersion":1}`},
+	} {
+		if code, out := e.call(e.acme, c.procedure, c.body); kindOf(out) != "PERMISSION_DENIED" {
+			t.Errorf("%s root's public profile as acme = %d %v, want PERMISSION_DENIED", c.name, code, out)
+		}
+	}
+	// acme's deploy gets past the profile to the node's state (enrolling).
+	if code, out := e.call(e.acme, deploy, `{"nodeId":"`+node+`","profile":"cycle","profileVersion":1}`); kindOf(out) != "INVALID_STATE" ||
+		!strings.Contains(fmt.Sprint(out["message"]), "enrolling") {
+		t.Errorf("metal.deploy with root's public profile as acme = %d %v, want INVALID_STATE from the node's state", code, out)
+	}
+
+	// Delete: refused while a workflow runs the profile, by anyone.
+	tc.list = []*workflowpb.WorkflowExecutionInfo{deployRun(t, "acme", node, "cycle")}
+	code, out := e.call(e.root, profDelete, `{"id":"cycle","profileVersion":1}`)
+	if msg := fmt.Sprint(out["message"]); kindOf(out) != "INVALID_STATE" || !strings.Contains(msg, "1 of other tenants") || strings.Contains(msg, node) {
+		t.Errorf("profiles.delete v1 while acme deploys it = %d %v, want INVALID_STATE counting acme's workflow, not naming it", code, out)
+	}
+	if !strings.Contains(query, "ProfileId = 'cycle'") || !strings.Contains(query, "ProfileVersion = 1") {
+		t.Errorf("profiles.delete queried Temporal with %q, want the profile's id and version", query)
+	}
+	tc.list = []*workflowpb.WorkflowExecutionInfo{deployRun(t, api.RootTenant, "node_root", "cycle")}
+	if code, out := e.call(e.root, profDelete, `{"id":"cycle"}`); kindOf(out) != "INVALID_STATE" || !strings.Contains(fmt.Sprint(out["message"]), "node_root") {
+		t.Errorf("profiles.delete while root deploys it = %d %v, want INVALID_STATE naming node_root", code, out)
+	}
+	e.ok(e.acme, profGet, `{"id":"cycle","version":1}`)
+	tc.list = nil
+	if d := e.ok(e.root, profDelete, `{"id":"cycle","profileVersion":1}`); fmt.Sprint(d["versions"]) != "[1]" {
+		t.Errorf("profiles.delete v1 = %v, want versions [1]", d)
+	}
+	if code, out := e.call(e.acme, profGet, `{"id":"cycle","version":1}`); kindOf(out) != "NOT_FOUND" {
+		t.Errorf("profiles.get deleted v1 as acme = %d %v, want NOT_FOUND", code, out)
+	}
+	if code, out := e.call(e.root, profDelete, `{"id":"cycle","profileVersion":1}`); kindOf(out) != "NOT_FOUND" {
+		t.Errorf("profiles.delete v1 again = %d %v, want NOT_FOUND", code, out)
+	}
+	e.ok(e.root, profGet, `{"id":"cycle","version":2}`)
+}
+
+// acmeNode is a node of tenant acme, still enrolling.
+func acmeNode(t *testing.T, s *store.Store) string {
+	ctx := t.Context()
+	site, _, err := s.CreateSite(ctx, store.Site{TenantID: "acme", Kind: "shared", Region: "lab-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.CreatePool(ctx, store.Pool{TenantID: "acme", SiteID: site.ID, Class: "metal-host", Agent: "bcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.CreateNode(ctx, store.Node{ID: ids.New(ids.Node), TenantID: "acme", SiteID: site.ID, PoolID: p.ID,
+		BMCAddress: "https://bmc-acme.test/redfish/v1/Systems/1", BMCDriver: "redfish", BMCCredentialsRef: "env://BMC"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.ID
+}
