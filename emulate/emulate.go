@@ -101,6 +101,8 @@ type MachineState struct {
 	Installs      int
 	InstallTokens []string
 	NodeAgentRuns int
+	// Media is the image URL in the BMC's virtual CD drive, "" when empty.
+	Media string
 }
 
 // Rack is a running emulated rack.

@@ -94,7 +94,7 @@ func TestRackInstallsFromVirtualMedia(t *testing.T) {
 		t.Fatalf("no node agent started after a cd boot with the ISO; state %+v", st)
 	}
 	st := waitState(t, r, m.Name, "the installed OS", func(s MachineState) bool { return s.BootedInto == BootedOS })
-	if st.Installs != 1 || !st.OSImage || strings.Join(st.InstallTokens, ",") != "bcjt_installtoken" || st.RamdiskBoots != 0 {
+	if st.Installs != 1 || !st.OSImage || strings.Join(st.InstallTokens, ",") != "bcjt_installtoken" || st.RamdiskBoots != 0 || st.Media == "" {
 		t.Errorf("state after the install = %+v, want one install of an image with the ISO's token, no ramdisk", st)
 	}
 	if _, err := d.SetPower(context.Background(), bmc.PowerOff); err != nil {
@@ -111,7 +111,7 @@ func TestRackInstallsFromVirtualMedia(t *testing.T) {
 	}
 	bootFromCD(t, d, bmc.PowerOn)
 	st = waitState(t, r, m.Name, "a disk boot", func(s MachineState) bool { return s.BootedInto == BootedOS })
-	if st.Installs != 1 || st.NodeAgentRuns != 1 {
+	if st.Installs != 1 || st.NodeAgentRuns != 1 || st.Media != "" {
 		t.Errorf("state after a cd boot with the media ejected = %+v, want no second install or node agent", st)
 	}
 }

@@ -140,6 +140,7 @@ func (m *machine) state() MachineState {
 	s.BMCCalls = m.bmc.calls()
 	s.RamdiskRan = append([]string(nil), m.st.RamdiskRan...)
 	s.InstallTokens = append([]string(nil), m.st.InstallTokens...)
+	s.Media = m.bmc.media()
 	return s
 }
 
