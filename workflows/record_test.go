@@ -4,15 +4,22 @@
 // emulated rack), so it sits behind its own tag; replay_test.go does not.
 //
 //	go test -tags record,fakehw -run TestRecordHistories ./workflows/
+//
+// RECORD=abort,nomac records only those scenarios (all by default).
 package workflows_test
 
 import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,72 +32,348 @@ import (
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/demo"
+	"github.com/better-compute/better-compute/emulate"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
-// discoveryToken matches a plain discovery token; recorded histories keep
-// none, even of a demo that is gone.
-var discoveryToken = regexp.MustCompile(`bcdisc_[a-z2-7]+`)
+// token matches a plain join token (discovery, provisioned, site);
+// recorded histories keep none, even of a demo that is gone.
+var token = regexp.MustCompile(`bc(disc|prov|site)_[a-z2-7]+`)
 
-// TestRecordHistories runs one machine of the demo through enroll, deploy
-// and undeploy and writes each workflow's history to testdata, its payloads
+// recordPassword is the emulated BMCs' password; wrongPassword is what the
+// scenarios that need a failed enroll give instead.
+const recordPassword, wrongPassword = "record-bmc-pw", "record-wrong-pw"
+
+// TestRecordHistories runs the demo's machines through every workflow the
+// control plane's worker registers and the paths behind its GetVersion
+// markers, and writes each run's history to testdata/<file>, its payloads
 // decrypted with the demo's codec key (so the replayer needs no key) and
-// discovery tokens redacted.
+// join tokens redacted. Each scenario has a machine of its own and they run
+// at once.
 func TestRecordHistories(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	d, err := demo.Start(ctx, demo.Config{Machines: 1, DataDir: t.TempDir(), Listen: "127.0.0.1:0",
+	d, err := demo.Start(ctx, demo.Config{Machines: 5, DataDir: t.TempDir(), Listen: "127.0.0.1:0",
 		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		BMCPassword: recordPassword, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("demo.Start = %v", err)
 	}
 	defer d.Stop()
-	id, err := d.Loop(ctx, d.Rack.Machines()[0])
-	if err != nil {
-		t.Fatalf("Loop = %v", err)
+	rec := &recorder{d: d}
+	ms := d.Rack.Machines()
+	scenarios := []struct {
+		name string
+		run  func(ctx context.Context, t *testing.T, r *recorder)
+	}{
+		{"lifecycle", func(ctx context.Context, t *testing.T, r *recorder) { recordLifecycle(ctx, t, r, ms[0]) }},
+		{"abort", func(ctx context.Context, t *testing.T, r *recorder) { recordAbort(ctx, t, r, ms[1]) }},
+		{"bmcstatus", func(ctx context.Context, t *testing.T, r *recorder) { recordBMCStatus(ctx, t, r, ms[2]) }},
+		{"update", func(ctx context.Context, t *testing.T, r *recorder) { recordUpdate(ctx, t, r, ms[3]) }},
+		{"retire-nomac", func(ctx context.Context, t *testing.T, r *recorder) { recordRetireNoMAC(ctx, t, r, ms[4]) }},
+		{"nomac", recordNoMACEnroll},
+	}
+	only := strings.Split(os.Getenv("RECORD"), ",")
+	t.Run("scenarios", func(t *testing.T) {
+		for _, s := range scenarios {
+			if only[0] != "" && !slices.Contains(only, s.name) {
+				continue
+			}
+			t.Run(s.name, func(t *testing.T) { t.Parallel(); s.run(ctx, t, rec) })
+		}
+	})
+	if t.Failed() {
+		return
 	}
 	ring, err := d.CP.Keyring(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := ring.Codec("")
-	runs, err := d.API.Workflows.List(ctx, connect.NewRequest(&v1.ListWorkflowsRequest{NodeId: id}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]string{wf.Enroll: "enroll", wf.Deploy: "deploy", wf.Undeploy: "undeploy"}
-	for _, r := range runs.Msg.Items {
-		h := history(ctx, t, d, r.WorkflowId, r.RunId)
-		typ := h.Events[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
-		if names[typ] == "" {
-			continue
-		}
+	for _, k := range rec.kept {
+		h := history(ctx, t, d, k.workflowID, k.runID)
 		err := proxy.VisitPayloads(ctx, h, proxy.VisitPayloadsOptions{SkipSearchAttributes: true,
 			Visitor: func(_ *proxy.VisitPayloadsContext, ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 				out, err := c.Decode(ps)
 				for _, p := range out {
-					p.Data = discoveryToken.ReplaceAll(p.Data, []byte("bcdisc_redacted"))
+					p.Data = token.ReplaceAll(p.Data, []byte("bc${1}_redacted"))
 				}
 				return out, err
 			}})
 		if err != nil {
-			t.Fatalf("decode %s: %v", typ, err)
+			t.Fatalf("decode %s: %v", k.file, err)
 		}
 		b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := filepath.Join("testdata", names[typ]+".json")
+		path := filepath.Join("testdata", k.file)
 		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: %d events → %s", typ, len(h.Events), path)
-		delete(names, typ)
+		t.Logf("%s: %d events → %s", k.file, len(h.Events), path)
 	}
-	if len(names) > 0 {
-		t.Errorf("no history recorded for %v", names)
+}
+
+// recorder collects the runs to write, file by file.
+type recorder struct {
+	d    *demo.Demo
+	mu   sync.Mutex
+	kept []kept
+}
+
+type kept struct{ file, workflowID, runID string }
+
+// keep waits for the run to close (the node moves a moment before its
+// workflow ends) and names the file its history goes to.
+func (r *recorder) keep(ctx context.Context, t *testing.T, file, workflowID, runID string) {
+	t.Helper()
+	err := r.d.CP.Client().GetWorkflow(ctx, workflowID, runID).Get(ctx, nil)
+	t.Logf("%s: run %s closed: %v", file, runID, err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.kept = append(r.kept, kept{file, workflowID, runID})
+}
+
+// verb runs one verb on node and waits for the node to reach want.
+func (r *recorder) verb(ctx context.Context, t *testing.T, file, node, want string,
+	call func(context.Context) (*connect.Response[v1.VerbResponse], error)) {
+	t.Helper()
+	res, err := call(ctx)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
+	r.wait(ctx, t, node, want)
+	if file != "" {
+		r.keep(ctx, t, file, res.Msg.WorkflowId, res.Msg.RunId)
+	} else if err := r.d.CP.Client().GetWorkflow(ctx, res.Msg.WorkflowId, res.Msg.RunId).Get(ctx, nil); err != nil {
+		t.Fatalf("%s on %s = %v", want, node, err)
+	}
+}
+
+// wait polls the node until it is in state want.
+func (r *recorder) wait(ctx context.Context, t *testing.T, node, want string) *v1.Node {
+	t.Helper()
+	for {
+		n, err := r.d.API.Metal.Get(ctx, connect.NewRequest(&v1.GetNodeRequest{Id: node}))
+		if err != nil {
+			t.Fatalf("metal.get(%s) = %v", node, err)
+		}
+		if n.Msg.Node.State == want {
+			return n.Msg.Node
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("node %s is %s (%s), want %s", node, n.Msg.Node.State, n.Msg.Node.LastError, want)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func nodeReq(node string) *connect.Request[v1.NodeVerbRequest] {
+	return connect.NewRequest(&v1.NodeVerbRequest{NodeId: node})
+}
+
+// enroll enrolls m with password and returns its node and run.
+func (r *recorder) enroll(ctx context.Context, t *testing.T, m emulate.MachineInfo, password string) (*v1.VerbResponse, string) {
+	t.Helper()
+	res, err := r.d.API.Metal.Enroll(ctx, connect.NewRequest(&v1.EnrollRequest{SiteId: r.d.SiteID, PoolId: r.d.PoolID,
+		Bmc: &v1.Bmc{Address: m.BMCAddress, Driver: m.BMCDriver,
+			Credentials: &v1.BmcCredentials{Username: m.BMCUsername, Password: password}}}))
+	if err != nil {
+		t.Fatalf("metal.enroll(%s) = %v", m.Name, err)
+	}
+	return res.Msg, res.Msg.Node.Id
+}
+
+// recordLifecycle: enroll, deploy, undeploy, manage, inspect (manageable
+// and ready), provide, rescue, unrescue, power and retire of one machine.
+func recordLifecycle(ctx context.Context, t *testing.T, r *recorder, m emulate.MachineInfo) {
+	res, id := r.enroll(ctx, t, m, recordPassword)
+	r.wait(ctx, t, id, "ready")
+	r.keep(ctx, t, "enroll.json", res.WorkflowId, res.RunId)
+	api := r.d.API.Metal
+	deploy := func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) {
+		return api.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: r.d.Profile, ProfileVersion: 1}))
+	}
+	undeploy := func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) {
+		return api.Undeploy(ctx, connect.NewRequest(&v1.UndeployRequest{NodeId: id, Wipe: "quick"}))
+	}
+	plain := func(f func(context.Context, *connect.Request[v1.NodeVerbRequest]) (*connect.Response[v1.VerbResponse], error)) func(context.Context) (*connect.Response[v1.VerbResponse], error) {
+		return func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) { return f(ctx, nodeReq(id)) }
+	}
+	steps := []struct {
+		file, want string
+		call       func(context.Context) (*connect.Response[v1.VerbResponse], error)
+	}{
+		{"deploy.json", "deployed", deploy},
+		{"undeploy.json", "ready", undeploy},
+		{"manage.json", "manageable", plain(api.Manage)},
+		{"inspect-manageable.json", "manageable", plain(api.Inspect)},
+		{"provide.json", "ready", plain(api.Provide)},
+		{"inspect-ready.json", "ready", plain(api.Inspect)},
+		{"", "deployed", deploy},
+		{"rescue.json", "rescue", plain(api.Rescue)},
+		{"unrescue.json", "deployed", plain(api.Unrescue)},
+		{"power.json", "deployed", func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) {
+			return api.Power(ctx, connect.NewRequest(&v1.PowerRequest{NodeId: id, Action: "off"}))
+		}},
+		{"", "ready", undeploy},
+		{"retire.json", "retired", plain(api.Retire)},
+	}
+	for _, s := range steps {
+		r.verb(ctx, t, s.file, id, s.want, s.call)
+	}
+}
+
+// recordAbort: a deploy aborted while deploying (the machine left safe,
+// the workflow cancelled), then recover.
+func recordAbort(ctx context.Context, t *testing.T, r *recorder, m emulate.MachineInfo) {
+	_, id := r.enroll(ctx, t, m, recordPassword)
+	r.wait(ctx, t, id, "ready")
+	dep, err := r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: r.d.Profile, ProfileVersion: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.wait(ctx, t, id, "deploying")
+	if _, err := r.d.API.Metal.Abort(ctx, connect.NewRequest(&v1.AbortRequest{NodeId: id, Reason: "recorded abort"})); err != nil {
+		t.Fatalf("metal.abort = %v", err)
+	}
+	r.wait(ctx, t, id, "failed")
+	r.keep(ctx, t, "deploy-aborted.json", dep.Msg.WorkflowId, dep.Msg.RunId)
+	r.verb(ctx, t, "recover.json", id, "ready", func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) {
+		return r.d.API.Metal.Recover(ctx, nodeReq(id))
+	})
+}
+
+// recordBMCStatus: an enroll whose BMC refuses connections until the
+// workflow shows it in BmcStatus, then answers (through a proxy that is
+// down, then up): the bmc-status signals and upserts are in its history.
+func recordBMCStatus(ctx context.Context, t *testing.T, r *recorder, m emulate.MachineInfo) {
+	u, err := url.Parse(m.BMCAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := ln.Addr().String()
+	ln.Close() // refused until the proxy is up
+	backend := u.Host
+	u.Host = front
+	m.BMCAddress = u.String()
+	res, id := r.enroll(ctx, t, m, recordPassword)
+	for bmcStatus(ctx, t, r.d, res.WorkflowId) == "" {
+		select {
+		case <-ctx.Done():
+			t.Fatal("BmcStatus never set")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if ln, err = net.Listen("tcp", front); err != nil {
+		t.Fatalf("proxy on %s: %v", front, err)
+	}
+	defer ln.Close()
+	go forward(ln, backend)
+	r.wait(ctx, t, id, "ready")
+	r.keep(ctx, t, "enroll-bmcstatus.json", res.WorkflowId, res.RunId)
+}
+
+// bmcStatus reads the run's BmcStatus search attribute ("" when unset).
+func bmcStatus(ctx context.Context, t *testing.T, d *demo.Demo, workflowID string) string {
+	desc, err := d.CP.Client().DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := desc.WorkflowExecutionInfo.GetSearchAttributes().GetIndexedFields()[wf.BMCStatusAttribute.GetName()]
+	if p == nil {
+		return ""
+	}
+	return string(p.Data)
+}
+
+// forward copies each connection to ln to and from backend.
+func forward(ln net.Listener, backend string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			b, err := net.Dial("tcp", backend)
+			if err != nil {
+				return
+			}
+			defer b.Close()
+			go func() { _, _ = io.Copy(b, c); b.Close() }()
+			_, _ = io.Copy(c, b)
+		}()
+	}
+}
+
+// recordUpdate: an enroll with a wrong BMC password fails with no MAC;
+// metal.update saves the right one and recover (no MAC: it asks the BMC
+// first) takes the node to ready.
+func recordUpdate(ctx context.Context, t *testing.T, r *recorder, m emulate.MachineInfo) {
+	res, id := r.enroll(ctx, t, m, wrongPassword)
+	r.wait(ctx, t, id, "failed")
+	r.keep(ctx, t, "enroll-wrong-password.json", res.WorkflowId, res.RunId)
+	if _, err := r.d.API.Metal.Update(ctx, connect.NewRequest(&v1.UpdateNodeRequest{Id: id,
+		Bmc: &v1.Bmc{Credentials: &v1.BmcCredentials{Username: m.BMCUsername, Password: recordPassword}}})); err != nil {
+		t.Fatalf("metal.update = %v", err)
+	}
+	runs, err := r.d.API.Workflows.List(ctx, connect.NewRequest(&v1.ListWorkflowsRequest{NodeId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(runs.Msg.Items, func(w *v1.Workflow) bool { return w.Type == wf.UpdateBMC })
+	if i < 0 {
+		t.Fatalf("no %s run of %s in %v", wf.UpdateBMC, id, runs.Msg.Items)
+	}
+	r.keep(ctx, t, "update.json", runs.Msg.Items[i].WorkflowId, runs.Msg.Items[i].RunId)
+	r.verb(ctx, t, "recover-nomac.json", id, "ready", func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) {
+		return r.d.API.Metal.Recover(ctx, nodeReq(id))
+	})
+}
+
+// recordRetireNoMAC: a node that never got a MAC (wrong password at
+// enroll) is retired without a ramdisk or a wipe.
+func recordRetireNoMAC(ctx context.Context, t *testing.T, r *recorder, m emulate.MachineInfo) {
+	_, id := r.enroll(ctx, t, m, wrongPassword)
+	r.wait(ctx, t, id, "failed")
+	r.verb(ctx, t, "retire-nomac.json", id, "retired", func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) {
+		return r.d.API.Metal.Retire(ctx, nodeReq(id))
+	})
+}
+
+// recordNoMACEnroll: a machine whose BMC reports no MAC, enrolled by its
+// product UUID: ensureRamdisk PXE-boots it, it waits for metal
+// confirm-mac, then enrolls as usual.
+func recordNoMACEnroll(ctx context.Context, t *testing.T, r *recorder) {
+	rack, err := emulate.Start(ctx, emulate.Config{Machines: 1, Dir: t.TempDir(), BootURL: r.d.Agent.BootURL(),
+		DisksPerMachine: []int64{1 << 30}, Password: recordPassword, BMCsHideMACs: true})
+	if err != nil {
+		t.Fatalf("emulate.Start = %v", err)
+	}
+	defer rack.Close()
+	m := rack.Machines()[0]
+	res, err := r.d.API.Metal.Enroll(ctx, connect.NewRequest(&v1.EnrollRequest{SiteId: r.d.SiteID, PoolId: r.d.PoolID,
+		ProductUuid: m.ProductUUID, Bmc: &v1.Bmc{Address: m.BMCAddress, Driver: m.BMCDriver,
+			Credentials: &v1.BmcCredentials{Username: m.BMCUsername, Password: recordPassword}}}))
+	if err != nil {
+		t.Fatalf("metal.enroll(by product UUID) = %v", err)
+	}
+	id := res.Msg.Node.Id
+	for n := r.wait(ctx, t, id, "inspecting"); n.MacCandidate == ""; n = r.wait(ctx, t, id, "inspecting") {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := r.d.API.Metal.ConfirmMac(ctx, connect.NewRequest(&v1.ConfirmMacRequest{NodeId: id, Mac: m.MACs[0]})); err != nil {
+		t.Fatalf("metal.confirmMac = %v", err)
+	}
+	r.wait(ctx, t, id, "ready")
+	r.keep(ctx, t, "enroll-nomac.json", res.Msg.WorkflowId, res.Msg.RunId)
 }
 
 func history(ctx context.Context, t *testing.T, d *demo.Demo, id, run string) *historypb.History {

@@ -1,13 +1,18 @@
 package workflows_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/proxy"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -16,23 +21,65 @@ import (
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
-// TestReplay replays the histories of a real enroll, deploy and undeploy
-// (recorded from the demo by record_test.go, payloads decrypted, tokens
-// redacted) against today's workflow code, registered as the control
-// plane's worker registers it. A change that reorders or adds commands
-// fails here with a nondeterminism error (TMPRL1100): version it with
-// workflow.GetVersion, or re-record if no run of the old code can be open.
+// Ends of a recorded run.
+const (
+	completed = enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+	failed    = enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED
+	canceled  = enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
+)
+
+// replayed is every recorded history TestReplay replays: the run's file,
+// workflow type, scheduled activities (local activities aside) and last
+// event. Each workflow type the control plane's worker registers has a
+// completed run; the paths behind a workflow.GetVersion marker have a run
+// of today's code and one recorded at the parent of the commit that
+// introduced the marker (the "-pre-" files), which only the marker's
+// DefaultVersion branch replays.
+var replayed = []struct {
+	file, workflow string
+	activities     int
+	end            enumspb.EventType
+}{
+	// Recorded at 3a11b55, before any GetVersion marker.
+	{"enroll-3a11b55.json", wf.Enroll, 16, completed},
+	{"deploy-3a11b55.json", wf.Deploy, 15, completed},
+	{"undeploy-3a11b55.json", wf.Undeploy, 15, completed},
+	// Recorded at 004ee97 (record_test.go), one of each workflow type.
+	{"enroll.json", wf.Enroll, 16, completed},
+	{"deploy.json", wf.Deploy, 15, completed},
+	{"undeploy.json", wf.Undeploy, 15, completed},
+	{"manage.json", wf.Manage, 3, completed},
+	{"inspect-manageable.json", wf.Inspect, 13, completed},
+	{"inspect-ready.json", wf.Inspect, 16, completed},
+	{"provide.json", wf.Provide, 13, completed},
+	{"rescue.json", wf.Rescue, 9, completed},
+	{"unrescue.json", wf.Unrescue, 6, completed},
+	{"power.json", wf.Power, 2, completed},
+	{"retire.json", wf.Retire, 14, completed},
+	{"recover.json", wf.Recover, 13, completed},
+	{"update.json", wf.UpdateBMC, 2, completed},
+	// The GetVersion paths at 004ee97: abort-leaves-machine-safe (power
+	// off, boot entry cleared, next boot disk after the cancel),
+	// no-mac-nodes (recover asks the BMC first, retire skips the ramdisk),
+	// bmc-status-attribute (the signal and the upserts), and an enroll by
+	// product UUID (ensureRamdisk's PXE discovery and metal confirm-mac).
+	{"deploy-aborted.json", wf.Deploy, 14, canceled},
+	{"enroll-wrong-password.json", wf.Enroll, 3, failed},
+	{"recover-nomac.json", wf.Recover, 15, completed},
+	{"retire-nomac.json", wf.Retire, 6, completed},
+	{"enroll-bmcstatus.json", wf.Enroll, 16, completed},
+	{"enroll-nomac.json", wf.Enroll, 23, completed},
+}
+
+// TestReplay replays each recorded history (record_test.go: from the demo,
+// payloads decrypted, tokens redacted) against today's workflow code,
+// registered as the control plane's worker registers it. A change that
+// reorders or adds commands fails here with a nondeterminism error
+// (TMPRL1100): version it with workflow.GetVersion, and record the new
+// path's history beside the old one's.
 func TestReplay(t *testing.T) {
-	cases := []struct {
-		file, workflow string
-		activities     int // scheduled, local activities aside
-	}{
-		{"enroll.json", wf.Enroll, 16},
-		{"deploy.json", wf.Deploy, 15},
-		{"undeploy.json", wf.Undeploy, 15},
-	}
 	logger := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	for _, tc := range cases {
+	for _, tc := range replayed {
 		t.Run(tc.file, func(t *testing.T) {
 			t.Parallel()
 			h, err := client.HistoryFromJSON(open(t, filepath.Join("testdata", tc.file)), client.HistoryJSONOptions{})
@@ -48,16 +95,40 @@ func TestReplay(t *testing.T) {
 				}
 			}
 			last := evs[len(evs)-1].GetEventType()
-			if typ != tc.workflow || scheduled != tc.activities || last != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED {
-				t.Fatalf("%s = %s with %d activities ending %v, want a completed %s with %d", tc.file, typ, scheduled, last,
-					tc.workflow, tc.activities)
+			if typ != tc.workflow || scheduled != tc.activities || last != tc.end {
+				t.Fatalf("%s = %s with %d activities ending %v, want %s with %d ending %v", tc.file, typ, scheduled, last,
+					tc.workflow, tc.activities, tc.end)
 			}
+			noSecrets(t, tc.file, h)
 			r := sdkworker.NewWorkflowReplayer()
 			worker.RegisterWorkflows(r)
 			if err := r.ReplayWorkflowHistory(logger, h); err != nil {
 				t.Errorf("ReplayWorkflowHistory(%s) = %v", tc.file, err)
 			}
 		})
+	}
+}
+
+// secret matches what a committed history must not hold in any payload: a
+// join token in clear (the recorder redacts them to bc*_redacted) or a
+// private key.
+var secret = regexp.MustCompile(`bc(disc|prov|site)_[a-z2-7]{16,}|PRIVATE KEY`)
+
+// noSecrets fails when a payload of h (decoded JSON, not the file's
+// base64) holds a secret.
+func noSecrets(t *testing.T, file string, h *historypb.History) {
+	t.Helper()
+	err := proxy.VisitPayloads(context.Background(), h, proxy.VisitPayloadsOptions{
+		Visitor: func(_ *proxy.VisitPayloadsContext, ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+			for _, p := range ps {
+				if s := secret.Find(p.Data); s != nil {
+					t.Errorf("%s holds %.12s… in a payload, want it redacted", file, s)
+				}
+			}
+			return ps, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
