@@ -7,7 +7,9 @@
 //	go run ./internal/gotest [go test flags and packages] [-- another run's] …
 //
 // Each run separated by "--" is a `go test -json` of its own, in order; the
-// first that fails ends the runs. It exits 1 if a run failed.
+// first that fails ends the runs. It exits 1 if a run failed. A run that
+// begins with -C DIR runs in DIR: a module of its own such as
+// deploy/examples/autoinstall.
 package main
 
 import (
@@ -70,7 +72,7 @@ func splitRuns(args []string) func(yield func([]string) bool) {
 // goTest runs one `go test -json` into r. An interrupt is passed on to go
 // test, whose partial results are still read and summarised.
 func goTest(ctx context.Context, args []string, r *report, name string) error {
-	cmd := exec.CommandContext(ctx, "go", append([]string{"test", "-json"}, args...)...)
+	cmd := exec.CommandContext(ctx, "go", testArgs(args)...)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -85,4 +87,12 @@ func goTest(ctx context.Context, args []string, r *report, name string) error {
 		return fmt.Errorf("go test %s: %w", name, err)
 	}
 	return readErr
+}
+
+// testArgs is go's command line for one run: go test's -C must come first.
+func testArgs(args []string) []string {
+	if len(args) >= 2 && args[0] == "-C" {
+		return append([]string{"test", "-C", args[1], "-json"}, args[2:]...)
+	}
+	return append([]string{"test", "-json"}, args...)
 }

@@ -75,3 +75,14 @@ func replay(t *testing.T, sample string) (*report, []byte) {
 	r.summary([]string{"./testdata/" + sample})
 	return r, out.Bytes()
 }
+
+func TestTestArgs(t *testing.T) {
+	for _, tt := range []struct{ in, want []string }{
+		{[]string{"-count=1", "./..."}, []string{"test", "-json", "-count=1", "./..."}},
+		{[]string{"-C", "deploy/examples/autoinstall", "-count=1", "./..."}, []string{"test", "-C", "deploy/examples/autoinstall", "-json", "-count=1", "./..."}},
+	} {
+		if got := testArgs(tt.in); !cmp.Equal(got, tt.want) {
+			t.Errorf("testArgs(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
