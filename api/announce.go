@@ -6,15 +6,18 @@ import (
 	"slices"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/store"
 )
 
-// Announce records what a site's running agent can do (its BMC drivers),
-// which enroll checks before a node exists.
+// Announce records what a site's running agent can do: its BMC drivers,
+// which enroll checks before a node exists, and the steps it serves, which
+// profiles are resolved against (replacing those it announced before).
 func (s join) Announce(ctx context.Context, r *connect.Request[v1.AnnounceRequest]) (*connect.Response[v1.AnnounceResponse], error) {
 	site, err := s.a.sitePeer(ctx, "announces itself")
 	if err != nil {
@@ -27,10 +30,17 @@ func (s join) Announce(ctx context.Context, r *connect.Request[v1.AnnounceReques
 		}
 	}
 	slices.Sort(drivers)
+	steps, err := siteSteps(r.Msg.Steps)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.store.SetSiteBMCDrivers(ctx, site, slices.Compact(drivers)); err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "site agent announced", "site", site, "bmcDrivers", drivers)
+	if err := s.store.PublishSteps(ctx, site, steps); err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "site agent announced", "site", site, "bmcDrivers", drivers, "steps", len(steps))
 	return connect.NewResponse(&v1.AnnounceResponse{}), nil
 }
 
@@ -45,4 +55,37 @@ func checkSiteDriver(site store.Site, driver string) error {
 		site.ID, driver, site.BMCDrivers)
 	e.Field = "bmc.driver"
 	return e
+}
+
+// maxSteps bounds the steps one worker publishes.
+const maxSteps = 256
+
+// siteSteps checks the steps a site agent announced: each a descriptor that
+// would register (sdk.DecodeDescriptor), run on the site or relayed to the
+// ramdisk, announced once.
+func siteSteps(in []*structpb.Struct) ([]sdk.Step, error) {
+	if len(in) > maxSteps {
+		return nil, errs.Invalid("steps", "at most %d steps, got %d", maxSteps, len(in))
+	}
+	out := make([]sdk.Step, 0, len(in))
+	seen := map[string]bool{}
+	for i, st := range in {
+		f := fmt.Sprintf("steps[%d]", i)
+		b, err := st.MarshalJSON()
+		if err != nil {
+			return nil, errs.Invalid(f, "the step descriptor does not encode: %v", err)
+		}
+		step, err := sdk.DecodeDescriptor(b)
+		switch {
+		case err != nil:
+			return nil, errs.Invalid(f, "%v", err)
+		case step.RunsOn == sdk.ControlPlane:
+			return nil, errs.Invalid(f+".runsOn", "step %s runs on the control plane, which a site agent does not serve", step.ID)
+		case seen[step.ID]:
+			return nil, errs.Invalid(f+".id", "step %s is announced twice", step.ID)
+		}
+		seen[step.ID] = true
+		out = append(out, step)
+	}
+	return out, nil
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/config"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/sdk"
+	"github.com/better-compute/better-compute/steps"
 	"github.com/better-compute/better-compute/store"
 )
 
@@ -40,6 +42,10 @@ type Config struct {
 	// Interceptors wrap every service outside the error mapping and the
 	// token check, so they see the code the caller gets (metrics).
 	Interceptors []connect.Interceptor
+	// Steps are the API's own steps (the built-ins and its plugins), which
+	// profiles are resolved against beside those the workers publish;
+	// nil: the built-ins (steps.Registry()).
+	Steps *sdk.Registry
 }
 
 // Server implements the Connect services.
@@ -52,6 +58,7 @@ type Server struct {
 	log       *slog.Logger
 	now       func() time.Time
 	outer     []connect.Interceptor
+	steps     *sdk.Registry
 }
 
 // New returns the API server.
@@ -64,7 +71,21 @@ func New(cfg Config) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.steps = cfg.Steps; s.steps == nil {
+		s.steps = builtins
+	}
 	return s
+}
+
+// builtins is the built-in steps' registry (steps' tests show it
+// registers).
+var builtins = must(steps.Registry())
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // Handler returns the HTTP handler serving every service, /healthz, and gRPC

@@ -72,21 +72,36 @@ func (s metal) Deploy(ctx context.Context, r *connect.Request[v1.DeployRequest])
 	if err != nil {
 		return nil, err
 	}
-	// A profile stored before its steps were resolved at create (or whose
-	// image left the catalog) is refused here, before the node moves.
-	var doc provision.Profile
-	if err := json.Unmarshal(p.Document, &doc); err != nil {
-		return nil, fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
-	}
-	problems, err := s.problems(ctx, n.TenantID, doc)
-	if err != nil {
+	if err := s.canRun(ctx, n, p); err != nil {
 		return nil, err
 	}
-	if len(problems) > 0 {
-		return nil, errs.Invalid("profile", "profile %s v%d cannot run: %s: %s (profiles validate lists every problem)",
-			p.ID, p.Version, problems[0].Field, problems[0].Message)
-	}
 	return s.start(ctx, n, nodestate.Deploy, wf.Input{ProfileID: r.Msg.Profile, ProfileVersion: int(r.Msg.ProfileVersion)})
+}
+
+// canRun refuses, before the node moves, a stored profile that cannot run
+// on node n: its steps resolved against the steps the running workers
+// serve and against the node (its pool's agent, its BMC's virtual media,
+// the steps its site's agent serves), and the images it names. The first
+// problem is INVALID_INPUT naming profile.steps[i]….
+func (s metal) canRun(ctx context.Context, n store.Node, p store.Profile) error {
+	var doc provision.Profile
+	if err := json.Unmarshal(p.Document, &doc); err != nil {
+		return fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
+	}
+	t, err := s.targetOf(ctx, n)
+	if err != nil {
+		return err
+	}
+	_, problems, err := s.resolveProfile(ctx, n.TenantID, doc, t)
+	if err != nil || len(problems) == 0 {
+		return err
+	}
+	more := ""
+	if len(problems) > 1 {
+		more = fmt.Sprintf(" (and %d more)", len(problems)-1)
+	}
+	return errs.Invalid("profile."+problems[0].Field, "profile %s v%d cannot run on node %s: %s%s",
+		p.ID, p.Version, n.ID, problems[0].Message, more)
 }
 
 // Wipe modes of metal.undeploy.

@@ -13,7 +13,6 @@ import (
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/provision"
 	"github.com/better-compute/better-compute/store"
-	wf "github.com/better-compute/better-compute/workflows"
 )
 
 type profiles struct{ *Server }
@@ -83,34 +82,16 @@ func (s profiles) List(ctx context.Context, req *connect.Request[v1.ListProfiles
 }
 
 // problems lists what is wrong with a profile of tenant: its shape, then
-// its steps resolved against the steps this control plane runs, then the
-// catalog images it names that the tenant does not have.
+// its steps resolved against the steps the running workers serve
+// (resolveProfile), then the catalog images it names that the tenant does
+// not have.
 func (s *Server) problems(ctx context.Context, tenant string, doc provision.Profile) ([]provision.Problem, error) {
-	out := doc.Validate()
-	if len(out) > 0 {
-		return out, nil
-	}
-	if out = wf.ResolveSteps(doc.Steps); len(out) > 0 {
-		return out, nil
-	}
-	images := wf.ImagesOf(doc.Steps)
-	for i := range doc.Steps {
-		img, ok := images[i]
-		if !ok {
-			continue
-		}
-		if _, err := s.store.GetImage(ctx, tenant, img); errs.Is(err, errs.NotFound) {
-			out = append(out, provision.Problem{Field: fmt.Sprintf("steps[%d].with.image", i),
-				Message: fmt.Sprintf("image %s is not in the catalog (register it with images.register)", img)})
-		} else if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	_, out, err := s.resolveProfile(ctx, tenant, doc, nil)
+	return out, err
 }
 
 // Validate checks a stored profile: its shape, its steps resolved against
-// the steps this control plane runs, and the images it names.
+// the steps the running workers serve, and the images it names.
 func (s profiles) Validate(ctx context.Context, req *connect.Request[v1.ValidateProfileRequest]) (*connect.Response[v1.ValidateProfileResponse], error) {
 	if req.Msg.ProfileVersion < 1 {
 		return nil, errs.Invalid("profileVersion", "want the version to validate (1 or more), got %d", req.Msg.ProfileVersion)

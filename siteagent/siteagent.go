@@ -29,6 +29,7 @@ import (
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/ramdisk/initramfs"
+	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
 	"github.com/better-compute/better-compute/siteagent/pxe"
@@ -64,6 +65,9 @@ type Config struct {
 	// or the first non-loopback address when they listen on all.
 	AdvertiseHost string
 	Drivers       map[string]DriverFactory // by BMC driver name; "ipmi" may be absent
+	// Plugins are the plugins this agent serves beside the built-in steps;
+	// it announces their site and ramdisk steps to the control plane.
+	Plugins []sdk.Plugin
 	// TemporalTLS forces the worker to dial Temporal with TLS and the
 	// agent's certificate even when the join did not ask for it (a join
 	// from before the control plane had a CA, or an external Temporal

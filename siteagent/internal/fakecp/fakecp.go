@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
@@ -53,8 +54,10 @@ type CP struct {
 
 	mu       sync.Mutex
 	lastJoin *v1.JoinRequest
-	// announced are the BMC drivers the last Announce gave.
-	announced []string
+	// announced are the BMC drivers the last Announce gave, announcedSteps
+	// its step descriptors.
+	announced      []string
+	announcedSteps []*structpb.Struct
 	// lastPeer is the serial of the last client certificate presented.
 	lastPeer string
 }
@@ -136,6 +139,7 @@ func (cp *CP) Announce(_ context.Context, req *connect.Request[v1.AnnounceReques
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.announced = req.Msg.BmcDrivers
+	cp.announcedSteps = req.Msg.Steps
 	return connect.NewResponse(&v1.AnnounceResponse{}), nil
 }
 
@@ -144,6 +148,13 @@ func (cp *CP) Announced() []string {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	return cp.announced
+}
+
+// AnnouncedSteps returns the step descriptors the last Announce gave.
+func (cp *CP) AnnouncedSteps() []*structpb.Struct {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.announcedSteps
 }
 
 // Renew renews a verified site agent's certificates for the key of the

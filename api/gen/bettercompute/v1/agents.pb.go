@@ -9,6 +9,7 @@ package bettercomputev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -25,7 +26,11 @@ const (
 type AnnounceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The BMC drivers the site agent was built with (redfish, ipmi).
-	BmcDrivers    []string `protobuf:"bytes,1,rep,name=bmc_drivers,json=bmcDrivers,proto3" json:"bmc_drivers,omitempty"`
+	BmcDrivers []string `protobuf:"bytes,1,rep,name=bmc_drivers,json=bmcDrivers,proto3" json:"bmc_drivers,omitempty"`
+	// The steps the site agent serves (runs on the site, or relays to the
+	// ramdisk), each an sdk.Descriptor: id, runsOn, timeout, retrySafe, needs,
+	// after, outputs and the input manifest. At most 256.
+	Steps         []*structpb.Struct `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -63,6 +68,13 @@ func (*AnnounceRequest) Descriptor() ([]byte, []int) {
 func (x *AnnounceRequest) GetBmcDrivers() []string {
 	if x != nil {
 		return x.BmcDrivers
+	}
+	return nil
+}
+
+func (x *AnnounceRequest) GetSteps() []*structpb.Struct {
+	if x != nil {
+		return x.Steps
 	}
 	return nil
 }
@@ -823,10 +835,11 @@ var File_bettercompute_v1_agents_proto protoreflect.FileDescriptor
 
 const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\n" +
-	"\x1dbettercompute/v1/agents.proto\x12\x10bettercompute.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"2\n" +
+	"\x1dbettercompute/v1/agents.proto\x12\x10bettercompute.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"a\n" +
 	"\x0fAnnounceRequest\x12\x1f\n" +
 	"\vbmc_drivers\x18\x01 \x03(\tR\n" +
-	"bmcDrivers\"\x12\n" +
+	"bmcDrivers\x12-\n" +
+	"\x05steps\x18\x02 \x03(\v2\x17.google.protobuf.StructR\x05steps\"\x12\n" +
 	"\x10AnnounceResponse\"/\n" +
 	"\fRenewRequest\x12\x1f\n" +
 	"\vserve_hosts\x18\x01 \x03(\tR\n" +
@@ -925,32 +938,34 @@ var file_bettercompute_v1_agents_proto_goTypes = []any{
 	(*ReportDiscoveriesRequest)(nil),  // 12: bettercompute.v1.ReportDiscoveriesRequest
 	(*ReportDiscoveriesResponse)(nil), // 13: bettercompute.v1.ReportDiscoveriesResponse
 	nil,                               // 14: bettercompute.v1.ResolveSecretResponse.ValuesEntry
-	(*timestamppb.Timestamp)(nil),     // 15: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),           // 15: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil),     // 16: google.protobuf.Timestamp
 }
 var file_bettercompute_v1_agents_proto_depIdxs = []int32{
-	14, // 0: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
-	15, // 1: bettercompute.v1.DiscoverySighting.first_seen:type_name -> google.protobuf.Timestamp
-	15, // 2: bettercompute.v1.DiscoverySighting.last_seen:type_name -> google.protobuf.Timestamp
-	11, // 3: bettercompute.v1.ReportDiscoveriesRequest.items:type_name -> bettercompute.v1.DiscoverySighting
-	3,  // 4: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
-	2,  // 5: bettercompute.v1.JoinService.Renew:input_type -> bettercompute.v1.RenewRequest
-	0,  // 6: bettercompute.v1.JoinService.Announce:input_type -> bettercompute.v1.AnnounceRequest
-	5,  // 7: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
-	9,  // 8: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
-	7,  // 9: bettercompute.v1.AgentCommandsService.ReportBMCStatus:input_type -> bettercompute.v1.ReportBMCStatusRequest
-	12, // 10: bettercompute.v1.DiscoveriesService.Report:input_type -> bettercompute.v1.ReportDiscoveriesRequest
-	4,  // 11: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
-	4,  // 12: bettercompute.v1.JoinService.Renew:output_type -> bettercompute.v1.JoinResponse
-	1,  // 13: bettercompute.v1.JoinService.Announce:output_type -> bettercompute.v1.AnnounceResponse
-	6,  // 14: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
-	10, // 15: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
-	8,  // 16: bettercompute.v1.AgentCommandsService.ReportBMCStatus:output_type -> bettercompute.v1.ReportBMCStatusResponse
-	13, // 17: bettercompute.v1.DiscoveriesService.Report:output_type -> bettercompute.v1.ReportDiscoveriesResponse
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	15, // 0: bettercompute.v1.AnnounceRequest.steps:type_name -> google.protobuf.Struct
+	14, // 1: bettercompute.v1.ResolveSecretResponse.values:type_name -> bettercompute.v1.ResolveSecretResponse.ValuesEntry
+	16, // 2: bettercompute.v1.DiscoverySighting.first_seen:type_name -> google.protobuf.Timestamp
+	16, // 3: bettercompute.v1.DiscoverySighting.last_seen:type_name -> google.protobuf.Timestamp
+	11, // 4: bettercompute.v1.ReportDiscoveriesRequest.items:type_name -> bettercompute.v1.DiscoverySighting
+	3,  // 5: bettercompute.v1.JoinService.Join:input_type -> bettercompute.v1.JoinRequest
+	2,  // 6: bettercompute.v1.JoinService.Renew:input_type -> bettercompute.v1.RenewRequest
+	0,  // 7: bettercompute.v1.JoinService.Announce:input_type -> bettercompute.v1.AnnounceRequest
+	5,  // 8: bettercompute.v1.SecretsService.Resolve:input_type -> bettercompute.v1.ResolveSecretRequest
+	9,  // 9: bettercompute.v1.AgentCommandsService.ReportAttempt:input_type -> bettercompute.v1.ReportAttemptRequest
+	7,  // 10: bettercompute.v1.AgentCommandsService.ReportBMCStatus:input_type -> bettercompute.v1.ReportBMCStatusRequest
+	12, // 11: bettercompute.v1.DiscoveriesService.Report:input_type -> bettercompute.v1.ReportDiscoveriesRequest
+	4,  // 12: bettercompute.v1.JoinService.Join:output_type -> bettercompute.v1.JoinResponse
+	4,  // 13: bettercompute.v1.JoinService.Renew:output_type -> bettercompute.v1.JoinResponse
+	1,  // 14: bettercompute.v1.JoinService.Announce:output_type -> bettercompute.v1.AnnounceResponse
+	6,  // 15: bettercompute.v1.SecretsService.Resolve:output_type -> bettercompute.v1.ResolveSecretResponse
+	10, // 16: bettercompute.v1.AgentCommandsService.ReportAttempt:output_type -> bettercompute.v1.ReportAttemptResponse
+	8,  // 17: bettercompute.v1.AgentCommandsService.ReportBMCStatus:output_type -> bettercompute.v1.ReportBMCStatusResponse
+	13, // 18: bettercompute.v1.DiscoveriesService.Report:output_type -> bettercompute.v1.ReportDiscoveriesResponse
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_v1_agents_proto_init() }

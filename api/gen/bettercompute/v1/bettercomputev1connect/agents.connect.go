@@ -68,7 +68,8 @@ type JoinServiceClient interface {
 	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error)
 	// Announce tells the control plane, over mTLS with the site agent's
 	// certificate, what the running agent can do, at each start: enroll
-	// refuses a node whose BMC driver the site's agent lacks.
+	// refuses a node whose BMC driver the site's agent lacks, and profiles are
+	// resolved against the steps it serves (replacing what it announced before).
 	Announce(context.Context, *connect.Request[v1.AnnounceRequest]) (*connect.Response[v1.AnnounceResponse], error)
 }
 
@@ -136,7 +137,8 @@ type JoinServiceHandler interface {
 	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error)
 	// Announce tells the control plane, over mTLS with the site agent's
 	// certificate, what the running agent can do, at each start: enroll
-	// refuses a node whose BMC driver the site's agent lacks.
+	// refuses a node whose BMC driver the site's agent lacks, and profiles are
+	// resolved against the steps it serves (replacing what it announced before).
 	Announce(context.Context, *connect.Request[v1.AnnounceRequest]) (*connect.Response[v1.AnnounceResponse], error)
 }
 
