@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 
 	"github.com/better-compute/better-compute/errs"
@@ -27,12 +28,20 @@ type InstalledNode struct {
 	Machine     string
 	ProductUUID string
 	MACs        []string
-	// JoinToken is the single-use provisioned token the installer wrote to
-	// /etc/bcd/join-token: a secret, never logged.
-	JoinToken string
-	// Dir is the machine's directory; the agent keeps its state under it.
-	Dir string
+	// Root is the installed OS's root directory, made afresh by each
+	// install: the installer wrote the single-use provisioned token to
+	// Root/etc/bcd/join-token (0600; a secret, never logged), and the
+	// agent keeps its state under Root (JoinTokenPath, NodeDataDir).
+	Root string
 }
+
+// JoinTokenPath is where the installer wrote the join token.
+func (n InstalledNode) JoinTokenPath() string {
+	return filepath.Join(n.Root, "etc", "bcd", "join-token")
+}
+
+// NodeDataDir is the node agent's data dir (bcd node's default, under Root).
+func (n InstalledNode) NodeDataDir() string { return filepath.Join(n.Root, "var", "lib", "bcd-node") }
 
 // maxISO bounds the image the installer fetches (a cidata ISO is a few KiB).
 const maxISO = 64 << 20
@@ -48,7 +57,7 @@ func (m *machine) bootCD() {
 		m.bootOS(false)
 		return
 	}
-	tok, err := m.install(url)
+	n, err := m.install(url)
 	if err != nil {
 		m.log.Warn("emulate: the installer failed; booting from disk", "err", err)
 		m.setError(err.Error())
@@ -56,37 +65,56 @@ func (m *machine) bootCD() {
 		return
 	}
 	m.bootOS(false)
-	m.startNodeAgent(tok)
+	m.startNodeAgent(n)
 }
 
-// install runs the fake installer from the ISO at url and returns the join
-// token it installed.
-func (m *machine) install(url string) (string, error) {
+// install runs the fake installer from the ISO at url and returns the
+// installed OS.
+func (m *machine) install(url string) (InstalledNode, error) {
 	img, err := m.fetchISO(url)
 	if err != nil {
-		return "", err
+		return InstalledNode{}, err
 	}
 	userData, err := iso.ReadFile(bytes.NewReader(img), "user-data")
 	if err != nil {
-		return "", errs.Wrap(errs.InvalidInput, err, "the virtual media's image holds no cidata user-data")
+		return InstalledNode{}, errs.Wrap(errs.InvalidInput, err, "the virtual media's image holds no cidata user-data")
 	}
 	match := joinTokenCommand.FindSubmatch(userData)
 	if match == nil {
-		return "", errs.New(errs.InvalidInput, "the autoinstall user data writes no /etc/bcd/join-token")
+		return InstalledNode{}, errs.New(errs.InvalidInput, "the autoinstall user data writes no /etc/bcd/join-token")
 	}
 	if len(m.disks) == 0 {
-		return "", errs.New(errs.InvalidState, "the machine has no disk to install on")
+		return InstalledNode{}, errs.New(errs.InvalidState, "the machine has no disk to install on")
 	}
 	if err := writeInstalledOS(m.disks[0].Path, m.name); err != nil {
-		return "", err
+		return InstalledNode{}, err
 	}
+	n := InstalledNode{Machine: m.name, ProductUUID: m.id.UUID, MACs: append([]string(nil), m.id.MACs...), Root: filepath.Join(m.dir, "os")}
 	tok := string(match[1])
+	if err := writeRoot(n, tok); err != nil {
+		return InstalledNode{}, err
+	}
 	m.mu.Lock()
 	m.st.Installs++
 	m.st.InstallTokens = append(m.st.InstallTokens, tok)
 	m.mu.Unlock()
 	m.log.Info("emulate: the installer installed the OS from virtual media")
-	return tok, nil
+	return n, nil
+}
+
+// writeRoot makes the installed OS's root afresh, with the join token the
+// late-command writes (mode 0600, as its chmod).
+func writeRoot(n InstalledNode, tok string) error {
+	if err := os.RemoveAll(n.Root); err != nil {
+		return errs.Wrap(errs.Internal, err, "clear the installed OS's root")
+	}
+	if err := os.MkdirAll(filepath.Dir(n.JoinTokenPath()), 0o700); err != nil {
+		return errs.Wrap(errs.Internal, err, "make the installed OS's /etc/bcd")
+	}
+	if err := os.WriteFile(n.JoinTokenPath(), []byte(tok+"\n"), 0o600); err != nil {
+		return errs.Wrap(errs.Internal, err, "write the installed OS's join token")
+	}
+	return nil
 }
 
 // fetchISO downloads the image the CD drive holds, as the BMC streams it.
@@ -127,9 +155,9 @@ func writeInstalledOS(path, machine string) error {
 	return f.Sync()
 }
 
-// startNodeAgent runs the installed OS's bcd node with tok until the
-// machine powers off or boots again. Callers hold bootMu.
-func (m *machine) startNodeAgent(tok string) {
+// startNodeAgent runs the installed OS's bcd node until the machine powers
+// off or boots again. Callers hold bootMu.
+func (m *machine) startNodeAgent(n InstalledNode) {
 	run := m.rack.cfg.NodeAgent
 	if run == nil {
 		m.setError("the installed OS has no node agent to run (emulate.Config.NodeAgent)")
@@ -137,7 +165,6 @@ func (m *machine) startNodeAgent(tok string) {
 	}
 	ctx, cancel := context.WithCancel(m.rack.ctx)
 	done := make(chan struct{})
-	n := InstalledNode{Machine: m.name, ProductUUID: m.id.UUID, MACs: append([]string(nil), m.id.MACs...), JoinToken: tok, Dir: m.dir}
 	m.mu.Lock()
 	m.stopRD, m.rdDone = cancel, done // the running software, stopped as a ramdisk is
 	m.st.NodeAgentRuns++

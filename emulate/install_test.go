@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -86,8 +87,9 @@ func TestRackInstallsFromVirtualMedia(t *testing.T) {
 	bootFromCD(t, d, bmc.PowerCycle)
 	select {
 	case n := <-agents.started:
-		if n.JoinToken != "bcjt_installtoken" || n.Machine != m.Name || n.ProductUUID != m.ProductUUID {
-			t.Errorf("node agent started with %+v, want %s's with the ISO's token", n, m.Name)
+		tok, err := os.ReadFile(n.JoinTokenPath())
+		if string(tok) != "bcjt_installtoken\n" || n.Machine != m.Name || n.ProductUUID != m.ProductUUID {
+			t.Errorf("node agent started with %+v, token file %q (%v), want %s's with the ISO's token", n, tok, err, m.Name)
 		}
 	case <-time.After(10 * time.Second):
 		st, _ := r.State(m.Name)
