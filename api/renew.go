@@ -15,10 +15,9 @@ import (
 // no token was consumed, the previous certificate admitted it.
 const renewalTokenID = "renewal"
 
-// Renew gives a site agent a fresh certificate for the key and identity of
-// the valid, unrevoked site certificate it calls with over mTLS. Ramdisk
-// certificates live one boot and installed machines do not renew (yet):
-// both are refused.
+// Renew gives a site agent or an installed machine's bcd node a fresh
+// certificate for the key and identity of the valid, unrevoked certificate
+// it calls with over mTLS. Ramdisk certificates live one boot: refused.
 func (s join) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) (*connect.Response[v1.JoinResponse], error) {
 	st, ok := ctx.Value(tlsStateKey{}).(*tls.ConnectionState)
 	if !ok || len(st.PeerCertificates) == 0 {
@@ -29,8 +28,8 @@ func (s join) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) 
 	if err != nil {
 		return nil, errs.Wrap(errs.Unauthenticated, err, "the certificate presented for renewal is not valid: an agent whose certificate expired joins again with a new site token")
 	}
-	if role != pki.RoleSite {
-		return nil, errs.New(errs.PermissionDenied, "only site agents renew certificates; a %s certificate is not renewed (a ramdisk's lives one boot, a machine joins again)", role)
+	if role != pki.RoleSite && role != pki.RoleNode {
+		return nil, errs.New(errs.PermissionDenied, "only site agents and installed machines renew certificates; a %s certificate is not renewed (a ramdisk's lives one boot)", role)
 	}
 	serial := cert.SerialNumber.Text(16)
 	revoked, err := s.store.CertificateRevoked(ctx, serial)
@@ -44,7 +43,7 @@ func (s join) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) 
 	if err != nil {
 		return nil, err
 	}
-	if site != identity {
+	if role == pki.RoleSite && site != identity {
 		return nil, errs.New(errs.Unauthenticated, "the certificate %s was recorded for site %s, not %s", serial, site, identity)
 	}
 	pub := pki.PublicKeyOf(cert)
@@ -52,11 +51,14 @@ func (s join) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) 
 	if err != nil {
 		return nil, err
 	}
-	adm := admission{role: pki.RoleSite, tenant: tenant, site: site, identity: identity, token: renewalTokenID, ttl: siteCertTTL}
+	adm := admission{role: role, tenant: tenant, site: site, identity: identity, token: renewalTokenID, ttl: siteCertTTL}
+	if role == pki.RoleNode {
+		adm.ttl = nodeCertTTL
+	}
 	out, err := s.certify(ctx, adm, pub, pubPEM, req.Msg.ServeHosts, true)
 	if err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "site agent renewed its certificate", "site", site, "previousSerial", serial)
+	s.log.InfoContext(ctx, "agent renewed its certificate", "role", role, "identity", identity, "site", site, "previousSerial", serial)
 	return connect.NewResponse(out), nil
 }

@@ -10,12 +10,13 @@ import (
 )
 
 // AgentsTLS is the agents' listener's TLS without its certificate: a client
-// presents either no certificate (a join, whose token admits it) or a site
-// agent's. A control-plane, ramdisk or node certificate is refused at the
-// handshake, so nothing but a site poses as a site there.
+// presents either no certificate (a join, whose token admits it), a site
+// agent's, or an installed machine's (bcd node renews). A control-plane or
+// ramdisk certificate is refused at the handshake; every handler checks the
+// role it serves (sitePeer), so a node's certificate reaches only Renew.
 func AgentsTLS(ca *pki.CA) *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS13, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool(),
-		VerifyConnection: pki.VerifyPeer(ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleSite}, Optional: true})}
+		VerifyConnection: pki.VerifyPeer(ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleSite, pki.RoleNode}, Optional: true})}
 }
 
 // serveHostRule is the rule of the site's serving names: never the control

@@ -134,13 +134,13 @@ func TestLoopbackLabServeHosts(t *testing.T) {
 	}
 }
 
-// The agents' listener takes no certificate (joins) or a site's; a
-// control-plane, ramdisk or node certificate is refused at the handshake,
-// before any handler.
+// The agents' listener takes no certificate (joins), a site's or a node's
+// (bcd node renews); a control-plane or ramdisk certificate is refused at
+// the handshake, before any handler.
 func TestAgentsListenerRefusesOtherRoles(t *testing.T) {
 	t.Parallel()
 	a := newAgentsEnv(t)
-	for _, role := range []pki.Role{pki.RoleControlPlane, pki.RoleRamdisk, pki.RoleNode} {
+	for _, role := range []pki.Role{pki.RoleControlPlane, pki.RoleRamdisk} {
 		key, _, _ := pki.NewEd25519Key()
 		id := ids.New(ids.Node)
 		if role == pki.RoleControlPlane {

@@ -1,6 +1,6 @@
 // Command bcd is the machine-side agent: `bcd site` (a site's agent),
-// `bcd ramdisk` (inside the PXE-booted ramdisk) and `bcd emulate` (an
-// emulated rack; build with -tags fakehw).
+// `bcd ramdisk` (inside the PXE-booted ramdisk), `bcd node` (an installed
+// OS's agent) and `bcd emulate` (an emulated rack; build with -tags fakehw).
 package main
 
 import (
@@ -141,6 +141,7 @@ func app() *cli.App {
 					return runAgent(c.Context, string(cmdline))
 				},
 			},
+			nodeCommand(logLevel, logFormat),
 			{
 				Name:  "emulate",
 				Usage: "run an emulated rack of machines with Redfish or IPMI BMCs on loopback and print them as JSON (fakehw builds)",

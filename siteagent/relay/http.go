@@ -30,7 +30,7 @@ const DefaultWait = 25 * time.Second
 
 // Handler serves the ramdisk endpoints:
 //
-//	POST /v1/join                    a ramdisk's join, proxied (protojson JoinRequest → JoinResponse)
+//	POST /v1/join                    a ramdisk's or bcd node's join, proxied (protojson JoinRequest → JoinResponse)
 //	GET  /v1/commands/next?wait=25s  the node's next kinds.Command; 204 when none
 //	POST /v1/commands/{id}/progress  a kinds.Progress
 //	POST /v1/commands/{id}/result    a kinds.Result
@@ -135,8 +135,8 @@ func (r *Relay) serveJoin(w http.ResponseWriter, req *http.Request) {
 	if jr.GetRole() == "" {
 		jr.Role = string(pki.RoleRamdisk)
 	}
-	if jr.GetRole() != string(pki.RoleRamdisk) {
-		writeError(w, errs.Invalid("role", "the relay proxies only ramdisk joins, not %q", jr.GetRole()))
+	if jr.GetRole() != string(pki.RoleRamdisk) && jr.GetRole() != string(pki.RoleNode) {
+		writeError(w, errs.Invalid("role", "the relay proxies only ramdisk and node (bcd node) joins, not %q", jr.GetRole()))
 		return
 	}
 	jr.ServeHosts = nil
@@ -151,7 +151,11 @@ func (r *Relay) serveJoin(w http.ResponseWriter, req *http.Request) {
 		writeError(w, errs.Wrap(errs.Internal, err, "cannot encode the join response"))
 		return
 	}
-	r.log.Info("ramdisk joined", "node", resp.GetIdentity())
+	msg := "ramdisk joined"
+	if jr.GetRole() == string(pki.RoleNode) {
+		msg = "installed machine's bcd node joined"
+	}
+	r.log.Info(msg, "node", resp.GetIdentity())
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 }
