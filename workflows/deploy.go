@@ -34,16 +34,16 @@ func BuiltinSteps() []string {
 // resolved whatever the worker registers now. The user data travels only
 // as a reference.
 func DeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
-	return verb(ctx, in, nodestate.Deploy, func(r *run) (*WipeAttestation, error) {
-		var p Profile
-		pin := ProfileInput{TenantID: in.TenantID, ProfileID: in.ProfileID, Version: in.ProfileVersion}
-		if err := workflow.ExecuteActivity(r.cp(time.Minute), ActGetProfile, pin).Get(r.ctx, &p); err != nil {
+	return verb(ctx, in, nodestate.Deploy, func(r *run) (*kinds.WipeAttestation, error) {
+		var p kinds.Profile
+		pin := kinds.ProfileInput{TenantID: in.TenantID, ProfileID: in.ProfileID, Version: in.ProfileVersion}
+		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetProfile, pin).Get(r.ctx, &p); err != nil {
 			return nil, err
 		}
 		if err := r.move(nodestate.Deploying); err != nil {
 			return nil, err
 		}
-		plan, err := p.plan()
+		plan, err := planOf(p)
 		if err != nil {
 			return nil, err
 		}
@@ -53,8 +53,8 @@ func DeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 				return nil, err
 			}
 		}
-		rec := DeploymentInput{TenantID: in.TenantID, NodeID: in.NodeID, ProfileID: p.ID, ProfileVersion: p.Version, Role: p.Role}
-		if err := workflow.ExecuteActivity(r.cp(time.Minute), ActRecordDeployment, rec).Get(r.ctx, nil); err != nil {
+		rec := kinds.DeploymentInput{TenantID: in.TenantID, NodeID: in.NodeID, ProfileID: p.ID, ProfileVersion: p.Version, Role: p.Role}
+		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRecordDeployment, rec).Get(r.ctx, nil); err != nil {
 			return nil, err
 		}
 		return nil, r.move(nodestate.Deployed)

@@ -25,16 +25,6 @@ import (
 // must report the node's UUID and the MAC among its NICs before any disk
 // is touched.
 
-// Control-plane activities of PXE discovery.
-const (
-	ActBeginMACWait      = "discovery.beginWait"         // returns when the wait began (database clock)
-	ActFindCandidate     = "discovery.findCandidate"     // polls, heartbeating, until a candidate or the deadline
-	ActAwaitConfirmation = "discovery.awaitConfirmation" // the node now waits for an operator
-	ActTakeCandidate     = "discovery.takeCandidate"     // binds the candidate at once (trusted network)
-	ActEndMACWait        = "discovery.endWait"           // the workflow stops waiting (failed or aborted)
-	ActForgetMAC         = "discovery.forgetMAC"         // unbinds a discovered MAC the ramdisk disowned
-)
-
 // MACConfirmedSignal wakes a workflow waiting for a MAC confirmation; the
 // API sends it after metal.confirmMac bound the MAC in the store, which the
 // workflow then reads (a lost signal only delays it to its next poll).
@@ -44,25 +34,6 @@ const MACConfirmedSignal = "macConfirmed"
 // seen under the node's product UUID.
 const DiscoveryWindow = 10 * time.Minute
 
-// MACWaitInput names the node, the UUID it is looked for under, and the
-// window; MAC is the candidate, where one is given.
-type MACWaitInput struct {
-	TenantID, NodeID, SiteID string
-	ProductUUID              string
-	Since, Deadline          time.Time
-	MAC                      string
-}
-
-// Candidate is what discovery.findCandidate found: Found false when the
-// deadline passed first.
-type Candidate struct {
-	Found      bool
-	MAC        string
-	ClientUUID string
-	Arch       string
-	FirstSeen  time.Time
-}
-
 // ensureRamdisk finds the MAC of a node that has none, so bootRamdisk can
 // give the machine a boot entry.
 func (r *run) ensureRamdisk() (err error) {
@@ -70,8 +41,8 @@ func (r *run) ensureRamdisk() (err error) {
 		return errs.New(errs.Unsupported, "node %s has no MAC and no product UUID: enroll it with --macs, or with "+
 			"--product-uuid to find its MAC by PXE discovery", r.in.NodeID)
 	}
-	in := MACWaitInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, ProductUUID: r.node.ProductUUID}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActBeginMACWait, in).Get(r.ctx, &in.Since); err != nil {
+	in := kinds.MACWaitInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, ProductUUID: r.node.ProductUUID}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActBeginMACWait, in).Get(r.ctx, &in.Since); err != nil {
 		return err
 	}
 	defer func() {
@@ -91,8 +62,8 @@ func (r *run) ensureRamdisk() (err error) {
 		return err
 	}
 	in.Deadline = in.Since.Add(DiscoveryWindow)
-	var c Candidate
-	if err := workflow.ExecuteActivity(r.findOptions(), ActFindCandidate, in).Get(r.ctx, &c); err != nil {
+	var c kinds.Candidate
+	if err := workflow.ExecuteActivity(r.findOptions(), kinds.ActFindCandidate, in).Get(r.ctx, &c); err != nil {
 		return err
 	}
 	if !c.Found {
@@ -112,17 +83,17 @@ func (r *run) ensureRamdisk() (err error) {
 // bindMAC takes the candidate at once on a pool that trusts its
 // provisioning network, and otherwise waits for an operator to confirm a
 // MAC; it returns the node's MACs.
-func (r *run) bindMAC(in MACWaitInput) ([]string, error) {
+func (r *run) bindMAC(in kinds.MACWaitInput) ([]string, error) {
 	log := workflow.GetLogger(r.ctx)
 	if r.node.TrustProvisioningNetwork {
 		var macs []string
-		if err := workflow.ExecuteActivity(r.cp(time.Minute), ActTakeCandidate, in).Get(r.ctx, &macs); err != nil {
+		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActTakeCandidate, in).Get(r.ctx, &macs); err != nil {
 			return nil, err
 		}
 		log.Info("PXE discovery: candidate taken (trustProvisioningNetwork)", "node", r.in.NodeID, "mac", in.MAC)
 		return macs, nil
 	}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActAwaitConfirmation, in).Get(r.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActAwaitConfirmation, in).Get(r.ctx, nil); err != nil {
 		return nil, err
 	}
 	log.Info("PXE discovery: waiting for a MAC confirmation", "node", r.in.NodeID, "candidate", in.MAC)
@@ -147,8 +118,8 @@ func (r *run) awaitConfirmation() ([]string, error) {
 		if err := r.ctx.Err(); err != nil {
 			return nil, err
 		}
-		var n NodeInfo
-		if err := workflow.ExecuteActivity(r.cp(time.Minute), ActGetNode, r.in).Get(r.ctx, &n); err != nil {
+		var n kinds.NodeInfo
+		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetNode, r.in).Get(r.ctx, &n); err != nil {
 			return nil, err
 		}
 		if len(n.MACs) > 0 {
@@ -171,12 +142,12 @@ func (r *run) findOptions() workflow.Context {
 
 // endMACWait forgets the node's wait when the workflow gives up, even
 // when it was cancelled (metal.abort).
-func (r *run) endMACWait(in MACWaitInput) {
+func (r *run) endMACWait(in kinds.MACWaitInput) {
 	ctx, cancel := workflow.NewDisconnectedContext(r.ctx)
 	defer cancel()
 	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActEndMACWait, in).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), kinds.ActEndMACWait, in).Get(ctx, nil); err != nil {
 		workflow.GetLogger(r.ctx).Error("could not end the node's MAC wait", "node", r.in.NodeID, "err", err)
 	}
 }
@@ -198,8 +169,8 @@ func (r *run) checkDiscovered(inventory json.RawMessage) error {
 	}
 	err := r.identify(inventory)
 	if err != nil {
-		in := MACWaitInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, MAC: r.discovered}
-		if ferr := workflow.ExecuteActivity(r.cp(time.Minute), ActForgetMAC, in).Get(r.ctx, nil); ferr != nil {
+		in := kinds.MACWaitInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, MAC: r.discovered}
+		if ferr := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActForgetMAC, in).Get(r.ctx, nil); ferr != nil {
 			workflow.GetLogger(r.ctx).Error("could not unbind the discovered MAC", "node", r.in.NodeID, "err", ferr)
 		}
 	}
@@ -219,7 +190,7 @@ func (r *run) identify(inventory json.RawMessage) error {
 		nics = append(nics, strings.ToLower(n.MAC))
 	}
 	switch {
-	case !slices.Contains(UUIDForms(r.node.ProductUUID), strings.ToLower(id.ProductUUID)):
+	case !slices.Contains(kinds.UUIDForms(r.node.ProductUUID), strings.ToLower(id.ProductUUID)):
 		return errs.New(errs.InvalidState, "the machine that booted from %s (found by PXE discovery) reports product "+
 			"UUID %q, not node %s's %s: it is another machine; nothing was written and the node forgot that MAC, so "+
 			"`metal recover` looks for its own again", r.discovered, id.ProductUUID, r.in.NodeID, r.node.ProductUUID)
@@ -228,24 +199,4 @@ func (r *run) identify(inventory json.RawMessage) error {
 			"discovery: nothing was written and the node forgot that MAC; check the discovery (`metal discovered`)", r.in.NodeID, nics, r.discovered)
 	}
 	return nil
-}
-
-// UUIDForms returns the forms a product UUID takes on the wire, lowercase:
-// as written, and with its first three fields byte-swapped (firmwares
-// disagree on the byte order of DHCP option 97 and SMBIOS). A string that
-// is not a UUID comes back alone.
-func UUIDForms(u string) []string {
-	u = strings.ToLower(u)
-	p := strings.Split(u, "-")
-	if len(p) != 5 || len(p[0]) != 8 || len(p[1]) != 4 || len(p[2]) != 4 {
-		return []string{u}
-	}
-	swap := func(s string) string {
-		var b strings.Builder
-		for i := len(s) - 2; i >= 0; i -= 2 {
-			b.WriteString(s[i : i+2])
-		}
-		return b.String()
-	}
-	return []string{u, strings.Join([]string{swap(p[0]), swap(p[1]), swap(p[2]), p[3], p[4]}, "-")}
 }

@@ -28,12 +28,12 @@ const (
 // inventory whose identity the test chooses.
 type discovery struct {
 	f         *fake
-	candidate wf.Candidate
+	candidate kinds.Candidate
 	uuid      string    // the ramdisk's product UUID in inventory.refresh
 	nics      []string  // its NICs' MACs
 	since     time.Time // when the wait began, as discovery.beginWait says
 	// What the workflow asked, by activity.
-	begun, searched, awaited, taken, ended, forgot []wf.MACWaitInput
+	begun, searched, awaited, taken, ended, forgot []kinds.MACWaitInput
 }
 
 // ipmiFake is a node enrolled by product UUID only, whose BMC reports no
@@ -41,7 +41,7 @@ type discovery struct {
 func ipmiFake(trust bool) (*fake, *discovery) {
 	f := newFake("bcd", nodestate.Enrolling)
 	f.node.MACs, f.node.ProductUUID, f.node.TrustProvisioningNetwork = nil, pxeUUID, trust
-	d := &discovery{f: f, candidate: wf.Candidate{Found: true, MAC: pxeMAC, ClientUUID: pxeUUID, Arch: "EFI x86-64"},
+	d := &discovery{f: f, candidate: kinds.Candidate{Found: true, MAC: pxeMAC, ClientUUID: pxeUUID, Arch: "EFI x86-64"},
 		uuid: pxeUUID, nics: []string{"52:54:00:00:00:ab", pxeMAC}, since: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	return f, d
 }
@@ -53,24 +53,24 @@ func (d *discovery) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(name string, fn any) {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name, DisableAlreadyRegisteredCheck: true})
 	}
-	rec := func(list *[]wf.MACWaitInput) func(wf.MACWaitInput) (none, error) {
-		return func(in wf.MACWaitInput) (none, error) { *list = append(*list, in); return none{}, nil }
+	rec := func(list *[]kinds.MACWaitInput) func(kinds.MACWaitInput) (none, error) {
+		return func(in kinds.MACWaitInput) (none, error) { *list = append(*list, in); return none{}, nil }
 	}
-	reg(wf.ActBeginMACWait, act(f, wf.ActBeginMACWait, func(in wf.MACWaitInput) (time.Time, error) {
+	reg(kinds.ActBeginMACWait, act(f, kinds.ActBeginMACWait, func(in kinds.MACWaitInput) (time.Time, error) {
 		d.begun = append(d.begun, in)
 		return d.since, nil
 	}))
-	reg(wf.ActFindCandidate, act(f, wf.ActFindCandidate, func(in wf.MACWaitInput) (wf.Candidate, error) {
+	reg(kinds.ActFindCandidate, act(f, kinds.ActFindCandidate, func(in kinds.MACWaitInput) (kinds.Candidate, error) {
 		d.searched = append(d.searched, in)
 		return d.candidate, nil
 	}))
-	reg(wf.ActAwaitConfirmation, act(f, wf.ActAwaitConfirmation, rec(&d.awaited)))
-	reg(wf.ActEndMACWait, act(f, wf.ActEndMACWait, rec(&d.ended)))
-	reg(wf.ActForgetMAC, act(f, wf.ActForgetMAC, func(in wf.MACWaitInput) (none, error) {
+	reg(kinds.ActAwaitConfirmation, act(f, kinds.ActAwaitConfirmation, rec(&d.awaited)))
+	reg(kinds.ActEndMACWait, act(f, kinds.ActEndMACWait, rec(&d.ended)))
+	reg(kinds.ActForgetMAC, act(f, kinds.ActForgetMAC, func(in kinds.MACWaitInput) (none, error) {
 		d.forgot, f.node.MACs = append(d.forgot, in), nil
 		return none{}, nil
 	}))
-	reg(wf.ActTakeCandidate, act(f, wf.ActTakeCandidate, func(in wf.MACWaitInput) ([]string, error) {
+	reg(kinds.ActTakeCandidate, act(f, kinds.ActTakeCandidate, func(in kinds.MACWaitInput) ([]string, error) {
 		d.taken, f.node.MACs = append(d.taken, in), []string{in.MAC}
 		return f.node.MACs, nil
 	}))
@@ -122,21 +122,21 @@ func TestEnsureRamdiskWaitsForConfirmation(t *testing.T) {
 	if err != nil || res.State != nodestate.Ready {
 		t.Fatalf("Enroll = %+v, %v; want ready", res, err)
 	}
-	wantUntilCandidate := []string{wf.ActGetNode, kinds.BMCInspect, wf.ActRecordFacts, wf.ActTransition,
-		wf.ActBeginMACWait, kinds.BootClearEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower,
-		wf.ActFindCandidate, wf.ActAwaitConfirmation}
+	wantUntilCandidate := []string{kinds.ActGetNode, kinds.BMCInspect, kinds.ActRecordFacts, kinds.ActTransition,
+		kinds.ActBeginMACWait, kinds.BootClearEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower,
+		kinds.ActFindCandidate, kinds.ActAwaitConfirmation}
 	if diff := cmp.Diff(wantUntilCandidate, atConfirm[:min(len(atConfirm), len(wantUntilCandidate))]); diff != "" {
 		t.Errorf("activities until the candidate (-want +got):\n%s", diff)
 	}
 	// Waiting, the workflow only reads the node: 1, 2, 4 … 64 minutes, then
 	// hourly; 7 reads in the first 3 hours.
 	polls := atConfirm[len(wantUntilCandidate):]
-	if want := slices.Repeat([]string{wf.ActGetNode}, 7); !cmp.Equal(want, polls) {
+	if want := slices.Repeat([]string{kinds.ActGetNode}, 7); !cmp.Equal(want, polls) {
 		t.Errorf("activities while waiting for the confirmation = %v, want %v", polls, want)
 	}
-	wantAfter := []string{wf.ActGetNode, wf.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice,
-		kinds.PowerSetPower, kinds.InventoryRefresh, wf.ActRecordFacts, wf.ActTransition, kinds.DiskWipe, wf.ActVerifyWipe,
-		kinds.PowerSetPower, kinds.BootClearEntry, wf.ActTransition}
+	wantAfter := []string{kinds.ActGetNode, kinds.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice,
+		kinds.PowerSetPower, kinds.InventoryRefresh, kinds.ActRecordFacts, kinds.ActTransition, kinds.DiskWipe, kinds.ActVerifyWipe,
+		kinds.PowerSetPower, kinds.BootClearEntry, kinds.ActTransition}
 	if diff := cmp.Diff(wantAfter, f.calls[len(atConfirm):]); diff != "" {
 		t.Errorf("activities after the confirmation (-want +got):\n%s", diff)
 	}
@@ -147,9 +147,9 @@ func TestEnsureRamdiskWaitsForConfirmation(t *testing.T) {
 	if !cmp.Equal(entry.MACs, []string{pxeMAC}) || !entry.Ramdisk {
 		t.Errorf("boot entry = %+v, want the ramdisk for the confirmed MAC %s", entry, pxeMAC)
 	}
-	want := wf.MACWaitInput{TenantID: "acme", NodeID: "node_1", SiteID: "site_1", ProductUUID: pxeUUID,
+	want := kinds.MACWaitInput{TenantID: "acme", NodeID: "node_1", SiteID: "site_1", ProductUUID: pxeUUID,
 		Since: d.since, Deadline: d.since.Add(wf.DiscoveryWindow), MAC: pxeMAC}
-	if diff := cmp.Diff([]wf.MACWaitInput{want}, d.awaited); diff != "" {
+	if diff := cmp.Diff([]kinds.MACWaitInput{want}, d.awaited); diff != "" {
 		t.Errorf("discovery.awaitConfirmation input (-want +got):\n%s", diff)
 	}
 	if len(d.taken)+len(d.ended)+len(d.forgot) != 0 {
@@ -198,7 +198,7 @@ func TestEnsureRamdiskTrustsProvisioningNetwork(t *testing.T) {
 			if f.node.State != nodestate.Failed || last.From != nodestate.Inspecting || !strings.Contains(last.Error, tc.wantErr) {
 				t.Errorf("node = %s, last move %+v; want failed from inspecting with the error", f.node.State, last)
 			}
-			if slices.Contains(f.calls, kinds.DiskWipe) || len(f.inputs[wf.ActRecordFacts]) != 1 {
+			if slices.Contains(f.calls, kinds.DiskWipe) || len(f.inputs[kinds.ActRecordFacts]) != 1 {
 				t.Errorf("activities %v: want no disk.wipe and no inventory recorded", f.calls)
 			}
 			if len(d.forgot) != 1 || d.forgot[0].MAC != pxeMAC || len(f.node.MACs) != 0 {
@@ -214,7 +214,7 @@ func TestEnsureRamdiskTrustsProvisioningNetwork(t *testing.T) {
 func TestEnsureRamdiskGivesUp(t *testing.T) {
 	t.Run("nothing seen", func(t *testing.T) {
 		f, d := ipmiFake(false)
-		d.candidate = wf.Candidate{}
+		d.candidate = kinds.Candidate{}
 		_, err := run(t, f, wf.Enroll, wf.Input{}, d.register)
 		if err == nil || !strings.Contains(err.Error(), "no machine PXE-booted under product UUID "+pxeUUID) {
 			t.Fatalf("Enroll = %v, want the window's failure", err)
@@ -246,7 +246,7 @@ func TestEnsureRamdiskGivesUp(t *testing.T) {
 		if errs.FromTemporal(err) != errs.Unsupported || !strings.Contains(err.Error(), "--product-uuid") {
 			t.Fatalf("Enroll = %v, want UNSUPPORTED naming --product-uuid", err)
 		}
-		if slices.Contains(f.calls, wf.ActBeginMACWait) {
+		if slices.Contains(f.calls, kinds.ActBeginMACWait) {
 			t.Errorf("calls %v: want no discovery for a node without a UUID", f.calls)
 		}
 	})

@@ -33,19 +33,19 @@ import (
 // order, and fails the ones named in fail.
 type fake struct {
 	mu          sync.Mutex
-	node        wf.NodeInfo
+	node        kinds.NodeInfo
 	disks       []string // what the ramdisk's inventory reports
-	profile     wf.Profile
+	profile     kinds.Profile
 	fail        map[string]error // activity name → error it returns
 	failTimes   map[string]int   // activity name → how many of its calls fail with fail[name] (0: all)
 	calls       []string         // activity names in order, commands bookkeeping aside
-	transitions []wf.TransitionInput
+	transitions []kinds.TransitionInput
 	power       []string                // power.setPower actions in order
-	commands    []wf.CommandRecord      // command.start and command.finish records
+	commands    []kinds.CommandRecord      // command.start and command.finish records
 	ramdiskCmds []kinds.Command         // ramdisk commands as sent
-	deployments []wf.DeploymentInput    // node.recordDeployment calls
-	verified    wf.WipeAttestation      // what wipe.verify returns
-	verifyIn    *wf.VerifyWipeInput     // what wipe.verify was asked
+	deployments []kinds.DeploymentInput    // node.recordDeployment calls
+	verified    kinds.WipeAttestation      // what wipe.verify returns
+	verifyIn    *kinds.VerifyWipeInput     // what wipe.verify was asked
 	wipes       map[string]bool         // workflow/run → a verified wipe not yet consumed by a move into ready
 	inputs      map[string][]any        // every activity's input by name
 	hooks       map[string]func(in any) // run when the named activity starts
@@ -54,13 +54,13 @@ type fake struct {
 
 func newFake(agent string, state nodestate.State) *fake {
 	return &fake{
-		node: wf.NodeInfo{TenantID: "acme", NodeID: "node_1", SiteID: "site_1", PoolID: "pool_1", State: state,
+		node: kinds.NodeInfo{TenantID: "acme", NodeID: "node_1", SiteID: "site_1", PoolID: "pool_1", State: state,
 			BMC:  kinds.BMCTarget{NodeID: "node_1", Address: "https://10.0.0.5", Driver: "redfish", CredentialsRef: "env://BMC"},
 			MACs: []string{"52:54:00:00:00:01"}, Agent: agent},
 		disks: []string{"wwn-0x1", "wwn-0x2"},
-		profile: wf.Profile{ID: "os", Version: 1, Role: "host", Steps: []wf.ProfileStep{
+		profile: kinds.Profile{ID: "os", Version: 1, Role: "host", Steps: []kinds.ProfileStep{
 			{Use: wf.StepDeployImage, With: map[string]any{"image": "img_1"}}, {Use: wf.StepBootKexec}}},
-		verified: wf.WipeAttestation{Mode: "quick", Disks: []string{"wwn-0x1", "wwn-0x2"}, Bytes: 2 << 20,
+		verified: kinds.WipeAttestation{Mode: "quick", Disks: []string{"wwn-0x1", "wwn-0x2"}, Bytes: 2 << 20,
 			Signer: "ramdisk/node_1 serial 1f", Verified: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)},
 		fail:   map[string]error{},
 		wipes:  map[string]bool{},
@@ -82,7 +82,7 @@ var builtins = func() *sdk.Registry {
 // hit records a call of name with in and returns the error it must fail with.
 func (f *fake) hit(name string, in any) error {
 	f.mu.Lock()
-	if name != wf.ActStartCommand && name != wf.ActFinishCommand {
+	if name != kinds.ActStartCommand && name != kinds.ActFinishCommand {
 		f.calls = append(f.calls, name)
 	}
 	f.inputs[name] = append(f.inputs[name], in)
@@ -122,34 +122,34 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment) {
 	reg := func(name string, fn any) {
 		env.RegisterActivityWithOptions(fn, activity.RegisterOptions{Name: name})
 	}
-	reg(wf.ActGetNode, act(f, wf.ActGetNode, func(wf.Input) (wf.NodeInfo, error) { return f.node, nil }))
-	reg(wf.ActTransition, act(f, wf.ActTransition, f.transition))
-	reg(wf.ActRecordFacts, act(f, wf.ActRecordFacts, func(in wf.FactsInput) (none, error) {
+	reg(kinds.ActGetNode, act(f, kinds.ActGetNode, func(kinds.NodeRef) (kinds.NodeInfo, error) { return f.node, nil }))
+	reg(kinds.ActTransition, act(f, kinds.ActTransition, f.transition))
+	reg(kinds.ActRecordFacts, act(f, kinds.ActRecordFacts, func(in kinds.FactsInput) (none, error) {
 		if len(in.Disks) > 0 {
 			f.node.Disks = in.Disks
 		}
 		return none{}, nil
 	}))
-	reg(wf.ActRecordDeployment, act(f, wf.ActRecordDeployment, func(in wf.DeploymentInput) (none, error) {
+	reg(kinds.ActRecordDeployment, act(f, kinds.ActRecordDeployment, func(in kinds.DeploymentInput) (none, error) {
 		f.deployments = append(f.deployments, in)
 		return none{}, nil
 	}))
-	reg(wf.ActIssueDiscovery, act(f, wf.ActIssueDiscovery, func(wf.DiscoveryInput) (string, error) {
-		return fmt.Sprintf("bcdisc_test%d", len(f.inputs[wf.ActIssueDiscovery])), nil
+	reg(kinds.ActIssueDiscovery, act(f, kinds.ActIssueDiscovery, func(kinds.DiscoveryInput) (string, error) {
+		return fmt.Sprintf("bcdisc_test%d", len(f.inputs[kinds.ActIssueDiscovery])), nil
 	}))
-	reg(wf.ActVerifyWipe, act(f, wf.ActVerifyWipe, func(in wf.VerifyWipeInput) (wf.WipeAttestation, error) {
+	reg(kinds.ActVerifyWipe, act(f, kinds.ActVerifyWipe, func(in kinds.VerifyWipeInput) (kinds.WipeAttestation, error) {
 		f.verifyIn = &in
 		f.wipes[in.WorkflowID+"/"+in.RunID] = true
 		return f.verified, nil
 	}))
-	reg(wf.ActGetImage, act(f, wf.ActGetImage, func(in wf.ImageInput) (kinds.EnsureImageInput, error) {
+	reg(kinds.ActGetImage, act(f, kinds.ActGetImage, func(in kinds.ImageInput) (kinds.EnsureImageInput, error) {
 		return kinds.EnsureImageInput{ImageID: in.ImageID, Source: "https://images.test/os.raw.zst", Digest: "sha256:ab",
 			Compression: "zstd", Size: 1 << 20}, nil
 	}))
-	reg(wf.ActGetProfile, act(f, wf.ActGetProfile, f.getProfile))
-	reg(wf.ActRevokeIdentity, act(f, wf.ActRevokeIdentity, func(wf.DeploymentInput) (none, error) { return none{}, nil }))
-	reg(wf.ActStartCommand, act(f, wf.ActStartCommand, f.record))
-	reg(wf.ActFinishCommand, act(f, wf.ActFinishCommand, f.record))
+	reg(kinds.ActGetProfile, act(f, kinds.ActGetProfile, f.getProfile))
+	reg(kinds.ActRevokeIdentity, act(f, kinds.ActRevokeIdentity, func(kinds.DeploymentInput) (none, error) { return none{}, nil }))
+	reg(kinds.ActStartCommand, act(f, kinds.ActStartCommand, f.record))
+	reg(kinds.ActFinishCommand, act(f, kinds.ActFinishCommand, f.record))
 	f.registerSite(reg)
 	acts := &controlplane.Activities{Steps: f.steps}
 	if err := acts.RegisterSteps(env); err != nil {
@@ -183,7 +183,7 @@ func (f *fake) registerSite(reg func(string, any)) {
 
 // getProfile resolves f.profile against f.steps as the control plane's
 // profile.get does.
-func (f *fake) getProfile(wf.ProfileInput) (wf.Profile, error) {
+func (f *fake) getProfile(kinds.ProfileInput) (kinds.Profile, error) {
 	doc := provision.Profile{ID: f.profile.ID, Version: f.profile.Version, Target: "metal", Role: f.profile.Role}
 	for _, s := range f.profile.Steps {
 		doc.Steps = append(doc.Steps, provision.Step{Use: s.Use, With: s.With})
@@ -192,7 +192,7 @@ func (f *fake) getProfile(wf.ProfileInput) (wf.Profile, error) {
 }
 
 // transition moves the node compare-and-set along the table, as the store does.
-func (f *fake) transition(in wf.TransitionInput) (none, error) {
+func (f *fake) transition(in kinds.TransitionInput) (none, error) {
 	f.transitions = append(f.transitions, in)
 	if f.node.State != in.From {
 		return none{}, errs.New(errs.InvalidState, "node is %s, not %s", f.node.State, in.From)
@@ -211,11 +211,11 @@ func (f *fake) transition(in wf.TransitionInput) (none, error) {
 
 // consumeWipe is the store's rule for a move into ready: the run's own
 // verified wipe, once, or an exception the pool allows.
-func (f *fake) consumeWipe(in wf.TransitionInput) error {
+func (f *fake) consumeWipe(in kinds.TransitionInput) error {
 	run := in.WorkflowID + "/" + in.RunID
 	switch {
-	case in.Exception == wf.ExceptionUnverifiedRelease && f.node.AllowUnverifiedRelease:
-	case in.Exception == wf.ExceptionAgentNone && f.node.Agent == kinds.AgentNone:
+	case in.Exception == kinds.ExceptionUnverifiedRelease && f.node.AllowUnverifiedRelease:
+	case in.Exception == kinds.ExceptionAgentNone && f.node.Agent == kinds.AgentNone:
 	case in.Exception == "" && f.wipes[run]:
 		f.wipes[run] = false
 	default:
@@ -224,7 +224,7 @@ func (f *fake) consumeWipe(in wf.TransitionInput) error {
 	return nil
 }
 
-func (f *fake) record(c wf.CommandRecord) (none, error) {
+func (f *fake) record(c kinds.CommandRecord) (none, error) {
 	f.commands = append(f.commands, c)
 	return none{}, nil
 }
@@ -236,11 +236,9 @@ func (f *fake) ramdisk(cmd kinds.Command) (kinds.Result, error) {
 	var payload any = struct{}{}
 	switch cmd.Kind {
 	case kinds.InventoryRefresh:
-		var inv wf.Inventory
+		var inv kinds.Inventory
 		for _, d := range f.disks {
-			inv.Disks = append(inv.Disks, struct {
-				Name string `json:"name"`
-			}{d})
+			inv.Disks = append(inv.Disks, kinds.InventoryDisk{Name: d})
 		}
 		payload = inv
 	case kinds.DeployImage:

@@ -14,10 +14,10 @@ import (
 	"github.com/better-compute/better-compute/steps"
 )
 
-// plan is the plan profile.get resolved against the control plane's step
+// planOf is the plan profile.get resolved against the control plane's step
 // registry, or, for a run from before the registry (whose profile.get
 // result in history has none), the plan the built-in steps made then.
-func (p Profile) plan() (sdk.Plan, error) {
+func planOf(p kinds.Profile) (sdk.Plan, error) {
 	if p.Plan != nil {
 		return *p.Plan, nil
 	}
@@ -27,7 +27,7 @@ func (p Profile) plan() (sdk.Plan, error) {
 // legacyPlan plans a profile as the deploy workflow did before the step
 // registry: only the four built-in steps, with their inputs as given. It
 // must keep making the commands those runs' histories hold.
-func legacyPlan(ps []ProfileStep) (sdk.Plan, error) {
+func legacyPlan(ps []kinds.ProfileStep) (sdk.Plan, error) {
 	var plan sdk.Plan
 	for i, s := range ps {
 		p := sdk.PlannedStep{Index: i, Use: s.Use, With: sdk.Values{}, Timeout: steps.BMCTimeout}
@@ -123,8 +123,8 @@ type pinned struct {
 // pinImage reads the catalog image and has the node's site cache it.
 func (d *deployer) pinImage(id string) (pinned, error) {
 	var img kinds.EnsureImageInput
-	if err := workflow.ExecuteActivity(d.cp(time.Minute), ActGetImage,
-		ImageInput{TenantID: d.in.TenantID, ImageID: id}).Get(d.ctx, &img); err != nil {
+	if err := workflow.ExecuteActivity(d.cp(time.Minute), kinds.ActGetImage,
+		kinds.ImageInput{TenantID: d.in.TenantID, ImageID: id}).Get(d.ctx, &img); err != nil {
 		return pinned{}, err
 	}
 	var cached kinds.EnsureImageOutput

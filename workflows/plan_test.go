@@ -55,7 +55,7 @@ func (a *acme) plugin() sdk.Plugin {
 	}}
 }
 
-func acmeFake(t *testing.T, ps ...wf.ProfileStep) (*fake, *acme) {
+func acmeFake(t *testing.T, ps ...kinds.ProfileStep) (*fake, *acme) {
 	t.Helper()
 	a := &acme{calls: map[string][]sdk.Call{}}
 	reg, err := steps.Registry(a.plugin())
@@ -70,19 +70,19 @@ func acmeFake(t *testing.T, ps ...wf.ProfileStep) (*fake, *acme) {
 
 func TestDeployRunsPluginSteps(t *testing.T) {
 	f, a := acmeFake(t,
-		wf.ProfileStep{Use: "acme.render", With: map[string]any{"name": "seed"}},
-		wf.ProfileStep{Use: kinds.MediaInsert, With: map[string]any{"fromStep": "acme.render"}},
-		wf.ProfileStep{Use: "acme.wait"},
-		wf.ProfileStep{Use: wf.StepDeployImage, With: map[string]any{"image": "img_1"}},
-		wf.ProfileStep{Use: wf.StepBootKexec})
+		kinds.ProfileStep{Use: "acme.render", With: map[string]any{"name": "seed"}},
+		kinds.ProfileStep{Use: kinds.MediaInsert, With: map[string]any{"fromStep": "acme.render"}},
+		kinds.ProfileStep{Use: "acme.wait"},
+		kinds.ProfileStep{Use: wf.StepDeployImage, With: map[string]any{"image": "img_1"}},
+		kinds.ProfileStep{Use: wf.StepBootKexec})
 	res, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1})
 	if err != nil || res.State != nodestate.Deployed {
 		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)
 	}
 	// The fake's activities, the plugin's own Runs aside (a.calls).
-	wantCalls := []string{wf.ActGetNode, wf.ActGetProfile, wf.ActTransition, kinds.MediaInsert, wf.ActGetImage, kinds.CacheEnsureImage, wf.ActIssueDiscovery, kinds.BootSetEntry,
+	wantCalls := []string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActTransition, kinds.MediaInsert, kinds.ActGetImage, kinds.CacheEnsureImage, kinds.ActIssueDiscovery, kinds.BootSetEntry,
 		kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.DeployImage, kinds.BootSetEntry,
-		kinds.ManagementSetBootDevice, kinds.BootKexec, wf.ActRecordDeployment, wf.ActTransition}
+		kinds.ManagementSetBootDevice, kinds.BootKexec, kinds.ActRecordDeployment, kinds.ActTransition}
 	if diff := cmp.Diff(wantCalls, f.calls); diff != "" {
 		t.Errorf("Deploy activities (-want +got):\n%s", diff)
 	}
@@ -122,7 +122,7 @@ func TestDeployRunsPluginSteps(t *testing.T) {
 
 func TestDeployPluginStepFailures(t *testing.T) {
 	t.Run("unknown step", func(t *testing.T) {
-		f, _ := acmeFake(t, wf.ProfileStep{Use: "acme.nope"})
+		f, _ := acmeFake(t, kinds.ProfileStep{Use: "acme.nope"})
 		_, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1})
 		if errs.FromTemporal(err) != errs.InvalidInput || !strings.Contains(err.Error(), `steps[0].use: unknown step "acme.nope"`) {
 			t.Errorf("Deploy = %v, want INVALID_INPUT naming steps[0].use", err)
@@ -132,7 +132,7 @@ func TestDeployPluginStepFailures(t *testing.T) {
 		}
 	})
 	t.Run("a step not retry-safe runs once", func(t *testing.T) {
-		f, a := acmeFake(t, wf.ProfileStep{Use: "acme.once"})
+		f, a := acmeFake(t, kinds.ProfileStep{Use: "acme.once"})
 		_, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1})
 		if errs.FromTemporal(err) != errs.DriverError || !strings.Contains(err.Error(), "the installer answered badly") {
 			t.Errorf("Deploy = %v, want the step's DRIVER_ERROR", err)

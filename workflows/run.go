@@ -22,7 +22,7 @@ const ControlPlaneQueue = "control-plane"
 type run struct {
 	ctx   workflow.Context
 	in    Input
-	node  NodeInfo
+	node  kinds.NodeInfo
 	state nodestate.State
 	seq   int // numbers the steps, so each step id is unique in the run
 	info  *workflow.Info
@@ -36,7 +36,8 @@ type run struct {
 
 func newRun(ctx workflow.Context, in Input) (*run, error) {
 	r := &run{ctx: ctx, in: in, info: workflow.GetInfo(ctx)}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActGetNode, in).Get(ctx, &r.node); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetNode,
+		kinds.NodeRef{TenantID: in.TenantID, NodeID: in.NodeID}).Get(ctx, &r.node); err != nil {
 		return nil, err
 	}
 	r.state = r.node.State
@@ -65,9 +66,9 @@ func (r *run) move(to nodestate.State) error { return r.moveWith(to, "") }
 func (r *run) readyWithout(exception string) error { return r.moveWith(nodestate.Ready, exception) }
 
 func (r *run) moveWith(to nodestate.State, exception string) error {
-	in := TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: to,
+	in := kinds.TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: to,
 		WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Exception: exception}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActTransition, in).Get(r.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActTransition, in).Get(r.ctx, nil); err != nil {
 		return err
 	}
 	r.state = to
@@ -86,11 +87,11 @@ func (r *run) fail(cause error) {
 	if temporal.IsCanceledError(cause) {
 		msg = "aborted"
 	}
-	in := TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: nodestate.Failed,
+	in := kinds.TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: nodestate.Failed,
 		Error: msg, Maintenance: kindOf(cause) == errs.UnverifiedWipe}
 	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 20}}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ActTransition, in).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), kinds.ActTransition, in).Get(ctx, nil); err != nil {
 		workflow.GetLogger(r.ctx).Error("could not mark the node failed", "node", r.in.NodeID, "err", err)
 		return
 	}
@@ -156,10 +157,10 @@ func (r *run) send(kind, runsOn string, timeout time.Duration, in, out any) (str
 // command runs the activity kind as step with actx's options, recording it
 // in the command log before and after.
 func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out any) error {
-	rec := CommandRecord{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, Kind: kind,
+	rec := kinds.CommandRecord{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, Kind: kind,
 		RunsOn: runsOn, WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Step: step}
 	lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
-	if err := workflow.ExecuteLocalActivity(lctx, ActStartCommand, rec).Get(r.ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, kinds.ActStartCommand, rec).Get(r.ctx, nil); err != nil {
 		return err
 	}
 	err := workflow.ExecuteActivity(actx, kind, in).Get(r.ctx, out)
@@ -175,7 +176,7 @@ func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out 
 	}
 	dctx, cancel := workflow.NewDisconnectedContext(lctx)
 	defer cancel()
-	if ferr := workflow.ExecuteLocalActivity(dctx, ActFinishCommand, rec).Get(dctx, nil); ferr != nil && err == nil {
+	if ferr := workflow.ExecuteLocalActivity(dctx, kinds.ActFinishCommand, rec).Get(dctx, nil); ferr != nil && err == nil {
 		return ferr
 	}
 	return err

@@ -50,9 +50,9 @@ func (r *run) bootRamdisk() error {
 		}
 	}
 	var token string
-	in := DiscoveryInput{TenantID: r.in.TenantID, SiteID: r.node.SiteID, NodeID: r.in.NodeID,
+	in := kinds.DiscoveryInput{TenantID: r.in.TenantID, SiteID: r.node.SiteID, NodeID: r.in.NodeID,
 		WorkflowID: r.info.WorkflowExecution.ID}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActIssueDiscovery, in).Get(r.ctx, &token); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActIssueDiscovery, in).Get(r.ctx, &token); err != nil {
 		return err
 	}
 	entry := kinds.BootEntry{NodeID: r.in.NodeID, MACs: r.node.MACs, Ramdisk: true, DiscoveryToken: token}
@@ -128,9 +128,9 @@ func (r *run) inspectBMC() error {
 		return err
 	}
 	inv, _ := json.Marshal(out.Inventory)
-	f := FactsInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, MACs: out.Inventory.MACs,
+	f := kinds.FactsInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, MACs: out.Inventory.MACs,
 		ProductUUID: out.Inventory.ProductUUID, Inventory: inv}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActRecordFacts, f).Get(r.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRecordFacts, f).Get(r.ctx, nil); err != nil {
 		return err
 	}
 	if len(out.Inventory.MACs) > 0 {
@@ -146,17 +146,10 @@ func (r *run) inspectBMC() error {
 	return nil
 }
 
-// Inventory is inventory.refresh's payload as far as the workflow reads it.
-type Inventory struct {
-	Disks []struct {
-		Name string `json:"name"`
-	} `json:"disks"`
-}
-
 // refreshInventory asks the ramdisk for its inventory and records the disks,
 // which every later wipe must cover.
 func (r *run) refreshInventory() error {
-	var inv Inventory
+	var inv kinds.Inventory
 	res, err := r.ramdisk(kinds.InventoryRefresh, inventoryTimeout, struct{}{}, &inv)
 	if err != nil {
 		return err
@@ -168,8 +161,8 @@ func (r *run) refreshInventory() error {
 	for _, d := range inv.Disks {
 		disks = append(disks, d.Name)
 	}
-	f := FactsInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, Disks: disks, Inventory: res.Payload}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActRecordFacts, f).Get(r.ctx, nil); err != nil {
+	f := kinds.FactsInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, Disks: disks, Inventory: res.Payload}
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRecordFacts, f).Get(r.ctx, nil); err != nil {
 		return err
 	}
 	r.node.Disks = disks
@@ -181,20 +174,20 @@ func (r *run) refreshInventory() error {
 // attestation against the inventory and record it for this run, so that
 // this run's move into ready may consume it. The attestation stays in
 // history.
-func (r *run) wipe(mode, fallback string) (*WipeAttestation, error) {
+func (r *run) wipe(mode, fallback string) (*kinds.WipeAttestation, error) {
 	nonce := r.info.WorkflowExecution.ID + "/" + r.info.WorkflowExecution.RunID
 	in := kinds.WipeInput{Mode: mode, Fallback: fallback, WorkflowID: r.info.WorkflowExecution.ID, Nonce: nonce}
 	res, err := r.ramdisk(kinds.DiskWipe, wipeTimeout, in, nil)
 	if err != nil {
 		return nil, err
 	}
-	var att WipeAttestation
-	v := VerifyWipeInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, WorkflowID: r.info.WorkflowExecution.ID,
+	var att kinds.WipeAttestation
+	v := kinds.VerifyWipeInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, WorkflowID: r.info.WorkflowExecution.ID,
 		RunID: r.info.WorkflowExecution.RunID, Nonce: nonce, Modes: []string{mode}, Result: res}
 	if fallback != "" {
 		v.Modes = append(v.Modes, fallback)
 	}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActVerifyWipe, v).Get(r.ctx, &att); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActVerifyWipe, v).Get(r.ctx, &att); err != nil {
 		return nil, err
 	}
 	return &att, nil

@@ -8,31 +8,18 @@ import (
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
-	"github.com/better-compute/better-compute/nodestate"
 )
 
 // UpdateBMC is metal.update's workflow type. It runs under the node's
 // workflow id, so no verb runs beside it.
 const UpdateBMC = "metal.update"
 
-// ActUpdateBMC saves a node's checked BMC settings (control plane).
-const ActUpdateBMC = "node.updateBMC"
-
-// UpdateBMCInput is metal.update's: the node, the state it must still be
-// in when the settings are saved, and its BMC as it will be.
-type UpdateBMCInput struct {
-	TenantID, NodeID, SiteID string
-	State                    nodestate.State
-	ProductUUID              string // the node's, "" when unknown: the BMC must report the same machine
-	BMC                      kinds.BMCTarget
-}
-
 // UpdateBMCWorkflow checks a node's new BMC settings against the BMC
 // itself (one bmc.inspect through the node's site: the address answers,
 // the credentials log in, it is the same machine), then saves them. A
 // refused login is final at once (UNAUTHENTICATED); nothing is saved unless
 // the BMC answered.
-func UpdateBMCWorkflow(ctx workflow.Context, in UpdateBMCInput) (kinds.InspectOutput, error) {
+func UpdateBMCWorkflow(ctx workflow.Context, in kinds.UpdateBMCInput) (kinds.InspectOutput, error) {
 	site := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: kinds.SiteTaskQueue(in.SiteID), StartToCloseTimeout: bmcTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
@@ -50,5 +37,5 @@ func UpdateBMCWorkflow(ctx workflow.Context, in UpdateBMCInput) (kinds.InspectOu
 	cp := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: ControlPlaneQueue,
 		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10,
 			NonRetryableErrorTypes: errs.FinalKinds()}})
-	return out, workflow.ExecuteActivity(cp, ActUpdateBMC, in).Get(ctx, nil)
+	return out, workflow.ExecuteActivity(cp, kinds.ActUpdateBMC, in).Get(ctx, nil)
 }

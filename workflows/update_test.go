@@ -45,11 +45,11 @@ func TestUpdateBMCChecksBeforeSaving(t *testing.T) {
 				out.Inventory.ProductUUID = tc.uuid
 				return out, errs.ToTemporal(tc.inspectErr)
 			}, activity.RegisterOptions{Name: kinds.BMCInspect})
-			env.RegisterActivityWithOptions(func(_ context.Context, in wf.UpdateBMCInput) error {
+			env.RegisterActivityWithOptions(func(_ context.Context, in kinds.UpdateBMCInput) error {
 				saved++
 				return nil
-			}, activity.RegisterOptions{Name: wf.ActUpdateBMC})
-			env.ExecuteWorkflow(wf.UpdateBMC, wf.UpdateBMCInput{TenantID: "acme", NodeID: "node_1", SiteID: "site_1",
+			}, activity.RegisterOptions{Name: kinds.ActUpdateBMC})
+			env.ExecuteWorkflow(wf.UpdateBMC, kinds.UpdateBMCInput{TenantID: "acme", NodeID: "node_1", SiteID: "site_1",
 				State: "failed", ProductUUID: "8f2c6a2e-0000-4000-8000-000000000001", BMC: target})
 			err := env.GetWorkflowError()
 			if got := errs.FromTemporal(err); got != tc.wantKind {

@@ -20,7 +20,7 @@ const AbortSignal = "abort"
 // verb runs body as the workflow of verb v: it loads the node, checks the
 // verb may start from its state, and on any error moves the node to failed
 // from the active state it was in.
-func verb(ctx workflow.Context, in Input, v nodestate.Verb, body func(r *run) (*WipeAttestation, error)) (res Result, err error) {
+func verb(ctx workflow.Context, in Input, v nodestate.Verb, body func(r *run) (*kinds.WipeAttestation, error)) (res Result, err error) {
 	r, err := newRun(ctx, in)
 	if err != nil {
 		return Result{}, err
@@ -92,7 +92,7 @@ func (r *run) leaveSafe(cause error) error {
 // EnrollWorkflow: the BMC is checked and inspected, the ramdisk reports the
 // machine's disks, every disk is wiped and the wipe attested: then ready.
 func EnrollWorkflow(ctx workflow.Context, in Input) (Result, error) {
-	return verb(ctx, in, nodestate.Enroll, func(r *run) (*WipeAttestation, error) {
+	return verb(ctx, in, nodestate.Enroll, func(r *run) (*kinds.WipeAttestation, error) {
 		if err := r.inspectBMC(); err != nil {
 			return nil, err
 		}
@@ -103,7 +103,7 @@ func EnrollWorkflow(ctx workflow.Context, in Input) (Result, error) {
 			if err := r.power(bmc.PowerOff); err != nil {
 				return nil, err
 			}
-			return nil, r.readyWithout(ExceptionAgentNone)
+			return nil, r.readyWithout(kinds.ExceptionAgentNone)
 		}
 		if err := r.startRamdisk(); err != nil {
 			return nil, err
@@ -118,7 +118,7 @@ func EnrollWorkflow(ctx workflow.Context, in Input) (Result, error) {
 // commission is the way into ready: the ramdisk is up and has reported
 // the disks; every disk is wiped with quick and the wipe proven, then the
 // machine powers off.
-func (r *run) commission() (*WipeAttestation, error) {
+func (r *run) commission() (*kinds.WipeAttestation, error) {
 	att, err := r.wipe("quick", "")
 	if err != nil {
 		return nil, err
@@ -131,7 +131,7 @@ func (r *run) commission() (*WipeAttestation, error) {
 
 // ManageWorkflow holds a node out of service: powered off, manageable.
 func ManageWorkflow(ctx workflow.Context, in Input) (Result, error) {
-	return verb(ctx, in, nodestate.Manage, func(r *run) (*WipeAttestation, error) {
+	return verb(ctx, in, nodestate.Manage, func(r *run) (*kinds.WipeAttestation, error) {
 		if err := r.power(bmc.PowerOff); err != nil {
 			return nil, err
 		}
@@ -146,7 +146,7 @@ func ManageWorkflow(ctx workflow.Context, in Input) (Result, error) {
 // that the next tenant must not inherit. An agentless pool's machine only
 // has its BMC read, and is ready again under its pool's agentNone exception.
 func InspectWorkflow(ctx workflow.Context, in Input) (Result, error) {
-	return verb(ctx, in, nodestate.Inspect, func(r *run) (*WipeAttestation, error) {
+	return verb(ctx, in, nodestate.Inspect, func(r *run) (*kinds.WipeAttestation, error) {
 		back := r.state
 		if err := r.move(nodestate.Inspecting); err != nil {
 			return nil, err
@@ -156,7 +156,7 @@ func InspectWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		}
 		switch {
 		case r.node.Agent == kinds.AgentNone && back == nodestate.Ready:
-			return nil, r.readyWithout(ExceptionAgentNone)
+			return nil, r.readyWithout(kinds.ExceptionAgentNone)
 		case r.node.Agent == kinds.AgentNone:
 			return nil, r.move(back)
 		}
@@ -187,7 +187,7 @@ func RecoverWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	return verb(ctx, in, nodestate.Recover, commissionBody)
 }
 
-func commissionBody(r *run) (*WipeAttestation, error) {
+func commissionBody(r *run) (*kinds.WipeAttestation, error) {
 	if err := r.needsRamdisk("commissioning"); err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func commissionBody(r *run) (*WipeAttestation, error) {
 // wipes every disk in the asked mode, and is ready only after the control
 // plane verified the machine's signed attestation for every disk.
 func UndeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
-	return verb(ctx, in, nodestate.Undeploy, func(r *run) (*WipeAttestation, error) {
+	return verb(ctx, in, nodestate.Undeploy, func(r *run) (*kinds.WipeAttestation, error) {
 		unverified := in.Wipe == "none" || r.node.Agent == kinds.AgentNone
 		if unverified && !r.node.AllowUnverifiedRelease { // checked before anything moves
 			return nil, r.unverifiedRefused()
@@ -253,7 +253,7 @@ func (r *run) releaseUnverified() error {
 		return err
 	}
 	workflow.GetLogger(r.ctx).Warn("node.release.unverified", "node", r.in.NodeID, "pool", r.node.PoolID)
-	return r.readyWithout(ExceptionUnverifiedRelease)
+	return r.readyWithout(kinds.ExceptionUnverifiedRelease)
 }
 
 // unverifiedRefused is a release without an attested wipe on a pool that
@@ -264,22 +264,22 @@ func (r *run) unverifiedRefused() error {
 }
 
 func (r *run) clearDeployment() error {
-	in := DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
-	return workflow.ExecuteActivity(r.cp(time.Minute), ActRecordDeployment, in).Get(r.ctx, nil)
+	in := kinds.DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
+	return workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRecordDeployment, in).Get(r.ctx, nil)
 }
 
 // RetireWorkflow crypto-erases (secure-erases a disk that has no
 // cryptographic erase), powers off and revokes the machine's identity;
 // retired is final.
 func RetireWorkflow(ctx workflow.Context, in Input) (Result, error) {
-	return verb(ctx, in, nodestate.Retire, func(r *run) (*WipeAttestation, error) {
+	return verb(ctx, in, nodestate.Retire, func(r *run) (*kinds.WipeAttestation, error) {
 		if err := r.move(nodestate.Retiring); err != nil {
 			return nil, err
 		}
 		if len(r.node.MACs) == 0 && workflow.GetVersion(r.ctx, noMACNodes, workflow.DefaultVersion, 1) == 1 {
 			return nil, r.retireUnbooted()
 		}
-		var att *WipeAttestation
+		var att *kinds.WipeAttestation
 		if r.node.Agent != kinds.AgentNone {
 			if err := r.startRamdisk(); err != nil {
 				return nil, err
@@ -320,9 +320,9 @@ func (r *run) retireUnbooted() error {
 		return err
 	}
 	workflow.GetLogger(r.ctx).Warn(skipped, "node", r.in.NodeID)
-	in := TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: nodestate.Retired,
+	in := kinds.TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: nodestate.Retired,
 		WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Error: skipped}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), ActTransition, in).Get(r.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActTransition, in).Get(r.ctx, nil); err != nil {
 		return err
 	}
 	r.state = nodestate.Retired
@@ -331,14 +331,14 @@ func (r *run) retireUnbooted() error {
 
 // revoke revokes the node's identity (its certificates and tokens).
 func (r *run) revoke() error {
-	ref := DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
-	return workflow.ExecuteActivity(r.cp(time.Minute), ActRevokeIdentity, ref).Get(r.ctx, nil)
+	ref := kinds.DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
+	return workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRevokeIdentity, ref).Get(r.ctx, nil)
 }
 
 // RescueWorkflow boots a deployed machine into the ramdisk as a rescue
 // environment.
 func RescueWorkflow(ctx workflow.Context, in Input) (Result, error) {
-	return verb(ctx, in, nodestate.RescueV, func(r *run) (*WipeAttestation, error) {
+	return verb(ctx, in, nodestate.RescueV, func(r *run) (*kinds.WipeAttestation, error) {
 		if err := r.move(nodestate.Rescuing); err != nil {
 			return nil, err
 		}
@@ -354,7 +354,7 @@ func RescueWorkflow(ctx workflow.Context, in Input) (Result, error) {
 
 // UnrescueWorkflow boots a rescued machine back into its OS.
 func UnrescueWorkflow(ctx workflow.Context, in Input) (Result, error) {
-	return verb(ctx, in, nodestate.Unrescue, func(r *run) (*WipeAttestation, error) {
+	return verb(ctx, in, nodestate.Unrescue, func(r *run) (*kinds.WipeAttestation, error) {
 		if err := r.move(nodestate.Unrescuing); err != nil {
 			return nil, err
 		}
@@ -370,7 +370,7 @@ func UnrescueWorkflow(ctx workflow.Context, in Input) (Result, error) {
 
 // PowerWorkflow performs one power action; the state does not change.
 func PowerWorkflow(ctx workflow.Context, in Input) (Result, error) {
-	return verb(ctx, in, nodestate.Power, func(r *run) (*WipeAttestation, error) {
+	return verb(ctx, in, nodestate.Power, func(r *run) (*kinds.WipeAttestation, error) {
 		action, err := bmc.ParsePowerAction(in.Action)
 		if err != nil {
 			return nil, err

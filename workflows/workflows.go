@@ -7,11 +7,9 @@
 package workflows
 
 import (
-	"time"
 
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
-	"github.com/better-compute/better-compute/sdk"
 )
 
 // Workflow type names, one per verb.
@@ -79,126 +77,17 @@ type Input struct {
 type Result struct {
 	State nodestate.State `json:"state"`
 	// Attestations verified by this workflow before ready: kept in history.
-	Attestation *WipeAttestation `json:"attestation,omitempty"`
+	Attestation *kinds.WipeAttestation `json:"attestation,omitempty"`
 }
 
-// Control-plane activity names (task queue control-plane).
+
+// UpdateBMCInput is metal.update's input, declared with the activity that
+// saves it (kinds).
+type UpdateBMCInput = kinds.UpdateBMCInput
+
+// Activity names the API and the demo tests look for in a run's history;
+// kinds declares them with the rest of the control plane's contract.
 const (
-	ActGetNode          = "node.get"
-	ActTransition       = "node.transition"
-	ActRecordFacts      = "node.recordFacts"
-	ActRecordDeployment = "node.recordDeployment"
-	ActIssueDiscovery   = "join.issueDiscoveryToken"
-	ActVerifyWipe       = "wipe.verify"
-	ActGetImage         = "image.get"
-	ActGetProfile       = "profile.get"
-	ActRevokeIdentity   = "node.revokeIdentity"
-	ActStartCommand     = "command.start"  // local activity
-	ActFinishCommand    = "command.finish" // local activity
+	ActTransition = kinds.ActTransition
+	ActVerifyWipe = kinds.ActVerifyWipe
 )
-
-// NodeInfo is what the workflows need to know of a node.
-type NodeInfo struct {
-	TenantID, NodeID, SiteID, PoolID string
-	State                            nodestate.State
-	BMC                              kinds.BMCTarget
-	MACs                             []string
-	Disks                            []string
-	Agent                            string // bcd or none
-	AllowUnverifiedRelease           bool
-	// For a node without MACs, found by PXE discovery (ensureRamdisk).
-	ProductUUID              string
-	TrustProvisioningNetwork bool
-}
-
-// TransitionInput moves a node, compare-and-set.
-type TransitionInput struct {
-	TenantID, NodeID string
-	From, To         nodestate.State
-	Error            string
-	Maintenance      bool
-	// The run making the move: a move into ready consumes the wipe that
-	// wipe.verify recorded for this run, or records Exception (a pool
-	// policy's: allowUnverifiedRelease, agentNone) in its place.
-	WorkflowID, RunID string
-	Exception         string
-}
-
-// Exceptions to the attested wipe before ready, each allowed by a pool's policy.
-const (
-	ExceptionUnverifiedRelease = "allowUnverifiedRelease" // policy.allowUnverifiedRelease
-	ExceptionAgentNone         = "agentNone"              // agent: none: no ramdisk can wipe
-)
-
-// FactsInput records what inspection learned.
-type FactsInput struct {
-	TenantID, NodeID string
-	MACs             []string
-	ProductUUID      string
-	Inventory        []byte
-	Disks            []string
-}
-
-// DeploymentInput records the profile a node was deployed with.
-type DeploymentInput struct {
-	TenantID, NodeID, ProfileID, Role string
-	ProfileVersion                    int
-}
-
-// DiscoveryInput asks for a fresh single-use discovery token for one boot.
-type DiscoveryInput struct {
-	TenantID, SiteID, NodeID, WorkflowID string
-}
-
-// VerifyWipeInput is the signed disk.wipe result to check against the
-// node's inventory.
-type VerifyWipeInput struct {
-	TenantID, NodeID, WorkflowID, RunID, Nonce string
-	// Modes the disks may have been wiped in (none given: any).
-	Modes  []string
-	Result kinds.Result
-}
-
-// WipeAttestation is what wipe.verify proved.
-type WipeAttestation struct {
-	Mode     string    `json:"mode"`
-	Disks    []string  `json:"disks"`
-	Bytes    int64     `json:"bytesVerified"`
-	Signer   string    `json:"signer"` // the certificate's identity and serial
-	Verified time.Time `json:"verified"`
-}
-
-// ImageInput names a catalog image.
-type ImageInput struct{ TenantID, ImageID string }
-
-// ProfileInput names a profile version.
-type ProfileInput struct {
-	TenantID, ProfileID string
-	Version             int
-}
-
-// Profile is a deploy profile as the workflow runs it.
-type Profile struct {
-	ID      string
-	Version int
-	Role    string
-	Steps   []ProfileStep
-	// Plan is Steps resolved against the control plane's step registry;
-	// nil in the histories of runs from before it (legacyPlan).
-	Plan *sdk.Plan `json:",omitempty"`
-}
-
-// ProfileStep is one step of a profile.
-type ProfileStep struct {
-	Use  string
-	With map[string]any
-}
-
-// CommandRecord is what command.start and command.finish record.
-type CommandRecord struct {
-	TenantID, NodeID, SiteID string
-	Kind, RunsOn             string
-	WorkflowID, RunID, Step  string
-	Status, ErrorKind, Error string
-	Attempt                  int
-}

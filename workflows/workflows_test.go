@@ -24,10 +24,10 @@ func TestEnrollRunsTheRunbook(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Enroll = %v", err)
 	}
-	wantCalls := []string{wf.ActGetNode, kinds.BMCInspect, wf.ActRecordFacts, wf.ActTransition,
-		wf.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower,
-		kinds.InventoryRefresh, wf.ActRecordFacts, wf.ActTransition,
-		kinds.DiskWipe, wf.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, wf.ActTransition}
+	wantCalls := []string{kinds.ActGetNode, kinds.BMCInspect, kinds.ActRecordFacts, kinds.ActTransition,
+		kinds.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower,
+		kinds.InventoryRefresh, kinds.ActRecordFacts, kinds.ActTransition,
+		kinds.DiskWipe, kinds.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, kinds.ActTransition}
 	if diff := cmp.Diff(wantCalls, f.calls); diff != "" {
 		t.Errorf("Enroll activities (-want +got):\n%s", diff)
 	}
@@ -74,9 +74,9 @@ func TestDeployRunsTheProfile(t *testing.T) {
 	if err != nil || res.State != nodestate.Deployed {
 		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)
 	}
-	wantCalls := []string{wf.ActGetNode, wf.ActGetProfile, wf.ActTransition, wf.ActGetImage, kinds.CacheEnsureImage,
-		wf.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.DeployImage,
-		kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.BootKexec, wf.ActRecordDeployment, wf.ActTransition}
+	wantCalls := []string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActTransition, kinds.ActGetImage, kinds.CacheEnsureImage,
+		kinds.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.DeployImage,
+		kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.BootKexec, kinds.ActRecordDeployment, kinds.ActTransition}
 	if diff := cmp.Diff(wantCalls, f.calls); diff != "" {
 		t.Errorf("Deploy activities (-want +got):\n%s", diff)
 	}
@@ -85,14 +85,14 @@ func TestDeployRunsTheProfile(t *testing.T) {
 	if kx.Disk != "wwn-0x1" {
 		t.Errorf("boot.kexec disk = %q, want the disk deploy.image wrote (wwn-0x1)", kx.Disk)
 	}
-	want := []wf.DeploymentInput{{TenantID: "acme", NodeID: "node_1", ProfileID: "os", ProfileVersion: 1, Role: "host"}}
+	want := []kinds.DeploymentInput{{TenantID: "acme", NodeID: "node_1", ProfileID: "os", ProfileVersion: 1, Role: "host"}}
 	if diff := cmp.Diff(want, f.deployments); diff != "" {
 		t.Errorf("recorded deployment (-want +got):\n%s", diff)
 	}
 }
 
 // moves renders transitions as "from>to …".
-func moves(ts []wf.TransitionInput) string {
+func moves(ts []kinds.TransitionInput) string {
 	var s []string
 	for _, x := range ts {
 		s = append(s, string(x.From)+">"+string(x.To))
@@ -106,7 +106,7 @@ func unverified(format string, args ...any) error {
 
 // ramdiskBoot is what setting up one ramdisk boot calls, up to its first
 // command (here inventory.refresh).
-var ramdiskBoot = []string{wf.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower,
+var ramdiskBoot = []string{kinds.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower,
 	kinds.InventoryRefresh}
 
 func TestVerbOutcomes(t *testing.T) {
@@ -127,83 +127,83 @@ func TestVerbOutcomes(t *testing.T) {
 	}{
 		{name: "unattested wipe fails the release into maintenance", agent: "bcd", state: nodestate.Deployed,
 			verb: wf.Undeploy, in: wf.Input{Wipe: "quick"},
-			edit:     func(f *fake) { f.fail[wf.ActVerifyWipe] = unverified("read-back failed on wwn-0x2") },
+			edit:     func(f *fake) { f.fail[kinds.ActVerifyWipe] = unverified("read-back failed on wwn-0x2") },
 			wantKind: errs.UnverifiedWipe, wantMsg: "read-back failed on wwn-0x2", wantState: nodestate.Failed,
 			failedFrom: nodestate.Releasing, maintenance: true},
 		{name: "wipe none without allowUnverifiedRelease is refused before anything moves", agent: "bcd", state: nodestate.Deployed,
 			verb: wf.Undeploy, in: wf.Input{Wipe: "none"}, wantKind: errs.UnverifiedWipe, wantMsg: "allowUnverifiedRelease",
-			wantState: nodestate.Deployed, wantCalls: []string{wf.ActGetNode}},
+			wantState: nodestate.Deployed, wantCalls: []string{kinds.ActGetNode}},
 		{name: "a ramdisk boot that stalls is tried again", agent: "bcd", state: nodestate.Manageable, verb: wf.Provide,
 			edit: func(f *fake) {
 				f.fail[kinds.InventoryRefresh] = errs.New(errs.BootStalled, "stopped at \"armed\"")
 				f.failTimes = map[string]int{kinds.InventoryRefresh: 2}
 			},
 			wantState: nodestate.Ready,
-			wantCalls: append(append(append([]string{wf.ActGetNode, wf.ActTransition}, ramdiskBoot...), ramdiskBoot...),
-				append(ramdiskBoot, wf.ActRecordFacts, kinds.DiskWipe, wf.ActVerifyWipe, kinds.PowerSetPower,
-					kinds.BootClearEntry, wf.ActTransition)...)},
+			wantCalls: append(append(append([]string{kinds.ActGetNode, kinds.ActTransition}, ramdiskBoot...), ramdiskBoot...),
+				append(ramdiskBoot, kinds.ActRecordFacts, kinds.DiskWipe, kinds.ActVerifyWipe, kinds.PowerSetPower,
+					kinds.BootClearEntry, kinds.ActTransition)...)},
 		{name: "a ramdisk boot that stalls every time fails saying where", agent: "bcd", state: nodestate.Manageable, verb: wf.Provide,
 			edit: func(f *fake) {
 				f.fail[kinds.InventoryRefresh] = errs.New(errs.BootStalled, "stopped at \"armed\": check its boot order")
 			},
 			wantKind: errs.BootStalled, wantMsg: "3 ramdisk boots stalled; the last: stopped at \"armed\": check its boot order",
 			wantState: nodestate.Failed, failedFrom: nodestate.Cleaning,
-			wantCalls: append(append(append([]string{wf.ActGetNode, wf.ActTransition}, ramdiskBoot...), ramdiskBoot...),
-				append(ramdiskBoot, wf.ActTransition)...)},
+			wantCalls: append(append(append([]string{kinds.ActGetNode, kinds.ActTransition}, ramdiskBoot...), ramdiskBoot...),
+				append(ramdiskBoot, kinds.ActTransition)...)},
 		{name: "inspect from ready wipes before ready", agent: "bcd", state: nodestate.Ready, verb: wf.Inspect,
 			wantState: nodestate.Ready,
-			wantCalls: []string{wf.ActGetNode, wf.ActTransition, kinds.BMCInspect, wf.ActRecordFacts, wf.ActIssueDiscovery,
+			wantCalls: []string{kinds.ActGetNode, kinds.ActTransition, kinds.BMCInspect, kinds.ActRecordFacts, kinds.ActIssueDiscovery,
 				kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.InventoryRefresh,
-				wf.ActRecordFacts, wf.ActTransition, kinds.DiskWipe, wf.ActVerifyWipe, kinds.PowerSetPower,
-				kinds.BootClearEntry, wf.ActTransition}},
+				kinds.ActRecordFacts, kinds.ActTransition, kinds.DiskWipe, kinds.ActVerifyWipe, kinds.PowerSetPower,
+				kinds.BootClearEntry, kinds.ActTransition}},
 		{name: "inspect from manageable stays manageable, no wipe", agent: "bcd", state: nodestate.Manageable, verb: wf.Inspect,
 			wantState: nodestate.Manageable,
-			wantCalls: []string{wf.ActGetNode, wf.ActTransition, kinds.BMCInspect, wf.ActRecordFacts, wf.ActIssueDiscovery,
+			wantCalls: []string{kinds.ActGetNode, kinds.ActTransition, kinds.BMCInspect, kinds.ActRecordFacts, kinds.ActIssueDiscovery,
 				kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.InventoryRefresh,
-				wf.ActRecordFacts, kinds.PowerSetPower, kinds.BootClearEntry, wf.ActTransition}},
+				kinds.ActRecordFacts, kinds.PowerSetPower, kinds.BootClearEntry, kinds.ActTransition}},
 		{name: "inspect on an agent none pool reads the BMC only", agent: "none", state: nodestate.Ready, verb: wf.Inspect,
 			wantState: nodestate.Ready,
-			wantCalls: []string{wf.ActGetNode, wf.ActTransition, kinds.BMCInspect, wf.ActRecordFacts, wf.ActTransition}},
+			wantCalls: []string{kinds.ActGetNode, kinds.ActTransition, kinds.BMCInspect, kinds.ActRecordFacts, kinds.ActTransition}},
 		{name: "wipe none with allowUnverifiedRelease", agent: "bcd", state: nodestate.Deployed,
 			verb: wf.Undeploy, in: wf.Input{Wipe: "none"}, edit: func(f *fake) { f.node.AllowUnverifiedRelease = true },
 			wantState: nodestate.Ready,
-			wantCalls: []string{wf.ActGetNode, wf.ActTransition, kinds.BootClearEntry, kinds.PowerSetPower,
-				wf.ActRecordDeployment, wf.ActTransition}},
+			wantCalls: []string{kinds.ActGetNode, kinds.ActTransition, kinds.BootClearEntry, kinds.PowerSetPower,
+				kinds.ActRecordDeployment, kinds.ActTransition}},
 		{name: "attested release", agent: "bcd", state: nodestate.Deployed, verb: wf.Undeploy, in: wf.Input{Wipe: "secure-erase"},
 			wantState: nodestate.Ready,
-			wantCalls: []string{wf.ActGetNode, wf.ActTransition, kinds.BootClearEntry, wf.ActIssueDiscovery, kinds.BootSetEntry,
-				kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.InventoryRefresh, wf.ActRecordFacts, kinds.DiskWipe,
-				wf.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, wf.ActRecordDeployment, wf.ActTransition}},
+			wantCalls: []string{kinds.ActGetNode, kinds.ActTransition, kinds.BootClearEntry, kinds.ActIssueDiscovery, kinds.BootSetEntry,
+				kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.InventoryRefresh, kinds.ActRecordFacts, kinds.DiskWipe,
+				kinds.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, kinds.ActRecordDeployment, kinds.ActTransition}},
 		{name: "enroll on an agent none pool powers off", agent: "none", state: nodestate.Enrolling, verb: wf.Enroll,
 			wantState: nodestate.Ready,
-			wantCalls: []string{wf.ActGetNode, kinds.BMCInspect, wf.ActRecordFacts, wf.ActTransition, kinds.PowerSetPower, wf.ActTransition}},
+			wantCalls: []string{kinds.ActGetNode, kinds.BMCInspect, kinds.ActRecordFacts, kinds.ActTransition, kinds.PowerSetPower, kinds.ActTransition}},
 		{name: "rescue on an agent none pool", agent: "none", state: nodestate.Deployed, verb: wf.Rescue,
 			wantKind: errs.Unsupported, wantMsg: "agent: none", wantState: nodestate.Failed, failedFrom: nodestate.Rescuing},
 		{name: "deploy with a step no one knows", agent: "bcd", state: nodestate.Ready, verb: wf.Deploy,
 			in:       wf.Input{ProfileID: "os", ProfileVersion: 1},
-			edit:     func(f *fake) { f.profile.Steps = []wf.ProfileStep{{Use: "ansible.run"}} },
+			edit:     func(f *fake) { f.profile.Steps = []kinds.ProfileStep{{Use: "ansible.run"}} },
 			wantKind: errs.InvalidInput, wantMsg: `unknown step "ansible.run"`, wantState: nodestate.Ready,
-			wantCalls: []string{wf.ActGetNode, wf.ActGetProfile}},
+			wantCalls: []string{kinds.ActGetNode, kinds.ActGetProfile}},
 		{name: "boot.kexec before deploy.image", agent: "bcd", state: nodestate.Ready, verb: wf.Deploy,
 			in:       wf.Input{ProfileID: "os", ProfileVersion: 1},
-			edit:     func(f *fake) { f.profile.Steps = []wf.ProfileStep{{Use: wf.StepBootKexec}} },
+			edit:     func(f *fake) { f.profile.Steps = []kinds.ProfileStep{{Use: wf.StepBootKexec}} },
 			wantKind: errs.InvalidInput, wantMsg: "needs a deploy.image before it", wantState: nodestate.Ready,
-			wantCalls: []string{wf.ActGetNode, wf.ActGetProfile}},
+			wantCalls: []string{kinds.ActGetNode, kinds.ActGetProfile}},
 		{name: "a verb from a state that does not allow it", agent: "bcd", state: nodestate.Ready, verb: wf.Undeploy,
 			in: wf.Input{Wipe: "quick"}, wantKind: errs.InvalidState, wantMsg: "this node is ready", wantState: nodestate.Ready,
-			wantCalls: []string{wf.ActGetNode}},
+			wantCalls: []string{kinds.ActGetNode}},
 		{name: "enroll runs once", agent: "bcd", state: nodestate.Ready, verb: wf.Enroll,
-			wantKind: errs.InvalidState, wantState: nodestate.Ready, wantCalls: []string{wf.ActGetNode}},
+			wantKind: errs.InvalidState, wantState: nodestate.Ready, wantCalls: []string{kinds.ActGetNode}},
 		{name: "power keeps the state", agent: "bcd", state: nodestate.Deployed, verb: wf.Power, in: wf.Input{Action: "on"},
-			wantState: nodestate.Deployed, wantCalls: []string{wf.ActGetNode, kinds.PowerSetPower}},
+			wantState: nodestate.Deployed, wantCalls: []string{kinds.ActGetNode, kinds.PowerSetPower}},
 		{name: "retire revokes the identity", agent: "bcd", state: nodestate.Ready, verb: wf.Retire, wantState: nodestate.Retired,
-			wantCalls: []string{wf.ActGetNode, wf.ActTransition, wf.ActIssueDiscovery, kinds.BootSetEntry,
-				kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.InventoryRefresh, wf.ActRecordFacts, kinds.DiskWipe,
-				wf.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, wf.ActRevokeIdentity, wf.ActTransition}},
+			wantCalls: []string{kinds.ActGetNode, kinds.ActTransition, kinds.ActIssueDiscovery, kinds.BootSetEntry,
+				kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.InventoryRefresh, kinds.ActRecordFacts, kinds.DiskWipe,
+				kinds.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, kinds.ActRevokeIdentity, kinds.ActTransition}},
 		{name: "a failing BMC fails the enroll", agent: "bcd", state: nodestate.Enrolling, verb: wf.Enroll,
 			edit:     func(f *fake) { f.fail[kinds.BMCInspect] = errs.New(errs.InvalidInput, "BMC refused the credentials") },
 			wantKind: errs.InvalidInput, wantMsg: "refused the credentials", wantState: nodestate.Failed, failedFrom: nodestate.Enrolling,
-			wantCalls: []string{wf.ActGetNode, kinds.BMCInspect, wf.ActTransition}},
+			wantCalls: []string{kinds.ActGetNode, kinds.BMCInspect, kinds.ActTransition}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,7 +259,7 @@ func TestAbortFailsTheNodeWithTheReason(t *testing.T) {
 	if !temporal.IsCanceledError(err) {
 		t.Fatalf("aborted Deploy = %v, want a cancellation", err)
 	}
-	want := wf.TransitionInput{TenantID: "acme", NodeID: "node_1", From: nodestate.Deploying, To: nodestate.Failed,
+	want := kinds.TransitionInput{TenantID: "acme", NodeID: "node_1", From: nodestate.Deploying, To: nodestate.Failed,
 		Error: "aborted: wrong image"}
 	if diff := cmp.Diff(want, f.transitions[len(f.transitions)-1]); diff != "" {
 		t.Errorf("move after abort (-want +got):\n%s", diff)
@@ -270,7 +270,7 @@ func TestAbortFailsTheNodeWithTheReason(t *testing.T) {
 	// The machine is left safe before the node fails: off, no ramdisk boot
 	// entry, next boot from disk. Before, it stayed on with PXE set.
 	tail := f.calls[len(f.calls)-4:]
-	if diff := cmp.Diff([]string{kinds.PowerSetPower, kinds.BootClearEntry, kinds.ManagementSetBootDevice, wf.ActTransition}, tail); diff != "" {
+	if diff := cmp.Diff([]string{kinds.PowerSetPower, kinds.BootClearEntry, kinds.ManagementSetBootDevice, kinds.ActTransition}, tail); diff != "" {
 		t.Errorf("activities after abort (-want +got):\n%s", diff)
 	}
 	if got := f.power[len(f.power)-1]; got != "off" {
@@ -298,7 +298,7 @@ func TestLastErrorIsOneCleanLine(t *testing.T) {
 		want  string
 	}{
 		{"an activity's error", nodestate.Deployed, wf.Undeploy, wf.Input{Wipe: "quick"},
-			func(f *fake) { f.fail[wf.ActVerifyWipe] = unverified("read-back failed on wwn-0x2") },
+			func(f *fake) { f.fail[kinds.ActVerifyWipe] = unverified("read-back failed on wwn-0x2") },
 			"wipe.verify: UNVERIFIED_WIPE: read-back failed on wwn-0x2"},
 		{"the workflow's own error", nodestate.Manageable, wf.Provide, wf.Input{},
 			func(f *fake) { f.fail[kinds.InventoryRefresh] = errs.New(errs.BootStalled, "stopped at \"armed\"") },
@@ -344,7 +344,7 @@ func TestRetireANodeWithoutMAC(t *testing.T) {
 			if err != nil || res.State != nodestate.Retired {
 				t.Fatalf("Retire = %+v, %v; want retired", res, err)
 			}
-			want := []string{wf.ActGetNode, wf.ActTransition, kinds.PowerSetPower, kinds.BootClearEntry, wf.ActRevokeIdentity, wf.ActTransition}
+			want := []string{kinds.ActGetNode, kinds.ActTransition, kinds.PowerSetPower, kinds.BootClearEntry, kinds.ActRevokeIdentity, kinds.ActTransition}
 			if diff := cmp.Diff(want, f.calls); diff != "" {
 				t.Errorf("Retire activities (-want +got):\n%s", diff)
 			}
@@ -364,7 +364,7 @@ func TestRecoverANodeWithoutMAC(t *testing.T) {
 	if err != nil || res.State != nodestate.Ready {
 		t.Fatalf("Recover = %+v, %v; want ready", res, err)
 	}
-	if len(f.calls) < 3 || f.calls[1] != kinds.BMCInspect || f.calls[2] != wf.ActRecordFacts {
+	if len(f.calls) < 3 || f.calls[1] != kinds.BMCInspect || f.calls[2] != kinds.ActRecordFacts {
 		t.Errorf("Recover activities = %v, want bmc.inspect and node.recordFacts first", f.calls)
 	}
 	entry := f.inputs[kinds.BootSetEntry][0].(kinds.BootEntry)

@@ -21,7 +21,6 @@ import (
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
-	wf "github.com/better-compute/better-compute/workflows"
 )
 
 func TestMain(m *testing.M) { os.Exit(testpg.Main(m)) }
@@ -157,13 +156,13 @@ func TestVerifyWipeAccepts(t *testing.T) {
 	f := newFixture(t, "bcd", store.PoolPolicy{})
 	node := f.newNode(t, "wwn-0x2", "wwn-0x1")
 	sg := f.issue(t, f.ca, pki.RoleRamdisk, node, true)
-	in := wf.VerifyWipeInput{TenantID: f.tenant, NodeID: node, WorkflowID: testWorkflow, Nonce: testNonce,
+	in := kinds.VerifyWipeInput{TenantID: f.tenant, NodeID: node, WorkflowID: testWorkflow, Nonce: testNonce,
 		Result: wipeResult(t, sg.key, sg.certPEM, attestations(node, "wwn-0x1", "wwn-0x2"))}
 	got, err := f.act.VerifyWipe(t.Context(), in)
 	if err != nil {
 		t.Fatalf("VerifyWipe(signed by the node's ramdisk) = %v, want nil", err)
 	}
-	want := wf.WipeAttestation{Mode: "quick", Disks: []string{"wwn-0x1", "wwn-0x2"}, Bytes: 2 << 20,
+	want := kinds.WipeAttestation{Mode: "quick", Disks: []string{"wwn-0x1", "wwn-0x2"}, Bytes: 2 << 20,
 		Signer: "ramdisk/" + node + " serial " + sg.serial, Verified: f.now}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("VerifyWipe() (-want +got):\n%s", diff)
@@ -174,7 +173,7 @@ func TestVerifyWipeAccepts(t *testing.T) {
 // and says what the refusal must mention.
 type wipeCase struct {
 	name  string
-	build func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities)
+	build func(t *testing.T, f *fixture, node string) (kinds.VerifyWipeInput, *controlplane.Activities)
 	want  string // in the error message
 }
 
@@ -185,24 +184,24 @@ func TestVerifyWipeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	// good returns a proper input, with the signer and attestations edited by edit.
-	good := func(edit func(f *fixture, node string, sg *signer, atts []attest.WipeAttestation) []attest.WipeAttestation) func(*testing.T, *fixture, string) (wf.VerifyWipeInput, *controlplane.Activities) {
-		return func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities) {
+	good := func(edit func(f *fixture, node string, sg *signer, atts []attest.WipeAttestation) []attest.WipeAttestation) func(*testing.T, *fixture, string) (kinds.VerifyWipeInput, *controlplane.Activities) {
+		return func(t *testing.T, f *fixture, node string) (kinds.VerifyWipeInput, *controlplane.Activities) {
 			sg := f.issue(t, f.ca, pki.RoleRamdisk, node, true)
 			atts := attestations(node, "d1", "d2")
 			if edit != nil {
 				atts = edit(f, node, &sg, atts)
 			}
-			return wf.VerifyWipeInput{TenantID: f.tenant, NodeID: node, WorkflowID: testWorkflow, Nonce: testNonce,
+			return kinds.VerifyWipeInput{TenantID: f.tenant, NodeID: node, WorkflowID: testWorkflow, Nonce: testNonce,
 				Result: wipeResult(t, sg.key, sg.certPEM, atts)}, f.act
 		}
 	}
 	cases := []wipeCase{
-		{name: "bad result signature", want: "signature does not verify", build: func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities) {
+		{name: "bad result signature", want: "signature does not verify", build: func(t *testing.T, f *fixture, node string) (kinds.VerifyWipeInput, *controlplane.Activities) {
 			in, act := good(nil)(t, f, node)
 			in.Result.Signature[0] ^= 0xff
 			return in, act
 		}},
-		{name: "tampered attestation payload", want: "attestation signature does not verify", build: func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities) {
+		{name: "tampered attestation payload", want: "attestation signature does not verify", build: func(t *testing.T, f *fixture, node string) (kinds.VerifyWipeInput, *controlplane.Activities) {
 			sg := f.issue(t, f.ca, pki.RoleRamdisk, node, true)
 			var signed []attest.Signed
 			for _, a := range attestations(node, "d1", "d2") {
@@ -212,10 +211,10 @@ func TestVerifyWipeRefuses(t *testing.T) {
 			// A failed read-back rewritten as passed; the outer result is
 			// signed again over the edited list, the attestation is not.
 			signed[1].Payload = []byte(strings.Replace(string(signed[1].Payload), `"bytesVerified":1048576`, `"bytesVerified":1048577`, 1))
-			return wf.VerifyWipeInput{TenantID: f.tenant, NodeID: node, WorkflowID: testWorkflow, Nonce: testNonce,
+			return kinds.VerifyWipeInput{TenantID: f.tenant, NodeID: node, WorkflowID: testWorkflow, Nonce: testNonce,
 				Result: resultOf(t, sg.key, sg.certPEM, signed)}, f.act
 		}},
-		{name: "attestation signed by another key", want: "expected the node's key", build: func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities) {
+		{name: "attestation signed by another key", want: "expected the node's key", build: func(t *testing.T, f *fixture, node string) (kinds.VerifyWipeInput, *controlplane.Activities) {
 			sg := f.issue(t, f.ca, pki.RoleRamdisk, node, true)
 			_, otherKey, _ := ed25519.GenerateKey(rand.Reader)
 			var signed []attest.Signed
@@ -223,7 +222,7 @@ func TestVerifyWipeRefuses(t *testing.T) {
 				s, _ := attest.Sign(otherKey, a)
 				signed = append(signed, s)
 			}
-			return wf.VerifyWipeInput{TenantID: f.tenant, NodeID: node, WorkflowID: testWorkflow, Nonce: testNonce,
+			return kinds.VerifyWipeInput{TenantID: f.tenant, NodeID: node, WorkflowID: testWorkflow, Nonce: testNonce,
 				Result: resultOf(t, sg.key, sg.certPEM, signed)}, f.act
 		}},
 		{name: "cert from another CA", want: "not ours", build: good(func(f *fixture, node string, sg *signer, atts []attest.WipeAttestation) []attest.WipeAttestation {
@@ -267,17 +266,17 @@ func TestVerifyWipeRefuses(t *testing.T) {
 			atts[0].NodeID = "node_other"
 			return atts
 		})},
-		{name: "weaker mode than asked", want: "the workflow asked for secure-erase or crypto-erase", build: func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities) {
+		{name: "weaker mode than asked", want: "the workflow asked for secure-erase or crypto-erase", build: func(t *testing.T, f *fixture, node string) (kinds.VerifyWipeInput, *controlplane.Activities) {
 			in, act := good(nil)(t, f, node)
 			in.Modes = []string{"secure-erase", "crypto-erase"}
 			return in, act
 		}},
-		{name: "no certificate", want: "no valid certificate", build: func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities) {
+		{name: "no certificate", want: "no valid certificate", build: func(t *testing.T, f *fixture, node string) (kinds.VerifyWipeInput, *controlplane.Activities) {
 			in, act := good(nil)(t, f, node)
 			in.Result.CertPEM = nil
 			return in, act
 		}},
-		{name: "no CA configured", want: "no CA", build: func(t *testing.T, f *fixture, node string) (wf.VerifyWipeInput, *controlplane.Activities) {
+		{name: "no CA configured", want: "no CA", build: func(t *testing.T, f *fixture, node string) (kinds.VerifyWipeInput, *controlplane.Activities) {
 			in, _ := good(nil)(t, f, node)
 			return in, &controlplane.Activities{Store: f.s}
 		}},

@@ -5,8 +5,8 @@ import (
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/ids"
+	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/store"
-	wf "github.com/better-compute/better-compute/workflows"
 )
 
 // TestGetNodeCarriesBMCTLS: the node's BMC TLS trust reaches the workflow in
@@ -19,7 +19,7 @@ func TestGetNodeCarriesBMCTLS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateNode = %v", err)
 	}
-	got, err := f.act.GetNode(t.Context(), wf.Input{TenantID: f.tenant, NodeID: n.ID})
+	got, err := f.act.GetNode(t.Context(), kinds.NodeRef{TenantID: f.tenant, NodeID: n.ID})
 	if err != nil || got.BMC.TLS != want {
 		t.Errorf("GetNode(%s).BMC.TLS = %+v, %v, want %+v", n.ID, got.BMC.TLS, err, want)
 	}

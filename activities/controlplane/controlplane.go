@@ -21,7 +21,6 @@ import (
 	"github.com/better-compute/better-compute/provision"
 	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/store"
-	wf "github.com/better-compute/better-compute/workflows"
 )
 
 // DiscoveryTTL bounds how long a discovery token admits a ramdisk.
@@ -47,24 +46,24 @@ type Activities struct {
 // Register registers every activity under its name.
 func (a *Activities) Register(r worker.ActivityRegistry) {
 	reg := func(name string, f any) { r.RegisterActivityWithOptions(f, activity.RegisterOptions{Name: name}) }
-	reg(wf.ActGetNode, a.GetNode)
-	reg(wf.ActTransition, a.Transition)
-	reg(wf.ActRecordFacts, a.RecordFacts)
-	reg(wf.ActRecordDeployment, a.RecordDeployment)
-	reg(wf.ActIssueDiscovery, a.IssueDiscoveryToken)
-	reg(wf.ActVerifyWipe, a.VerifyWipe)
-	reg(wf.ActGetImage, a.GetImage)
-	reg(wf.ActGetProfile, a.GetProfile)
-	reg(wf.ActRevokeIdentity, a.RevokeIdentity)
-	reg(wf.ActStartCommand, a.StartCommand)
-	reg(wf.ActFinishCommand, a.FinishCommand)
-	reg(wf.ActBeginMACWait, a.BeginMACWait)
-	reg(wf.ActFindCandidate, a.FindCandidate)
-	reg(wf.ActAwaitConfirmation, a.AwaitConfirmation)
-	reg(wf.ActTakeCandidate, a.TakeCandidate)
-	reg(wf.ActEndMACWait, a.EndMACWait)
-	reg(wf.ActForgetMAC, a.ForgetMAC)
-	reg(wf.ActUpdateBMC, a.UpdateBMC)
+	reg(kinds.ActGetNode, a.GetNode)
+	reg(kinds.ActTransition, a.Transition)
+	reg(kinds.ActRecordFacts, a.RecordFacts)
+	reg(kinds.ActRecordDeployment, a.RecordDeployment)
+	reg(kinds.ActIssueDiscovery, a.IssueDiscoveryToken)
+	reg(kinds.ActVerifyWipe, a.VerifyWipe)
+	reg(kinds.ActGetImage, a.GetImage)
+	reg(kinds.ActGetProfile, a.GetProfile)
+	reg(kinds.ActRevokeIdentity, a.RevokeIdentity)
+	reg(kinds.ActStartCommand, a.StartCommand)
+	reg(kinds.ActFinishCommand, a.FinishCommand)
+	reg(kinds.ActBeginMACWait, a.BeginMACWait)
+	reg(kinds.ActFindCandidate, a.FindCandidate)
+	reg(kinds.ActAwaitConfirmation, a.AwaitConfirmation)
+	reg(kinds.ActTakeCandidate, a.TakeCandidate)
+	reg(kinds.ActEndMACWait, a.EndMACWait)
+	reg(kinds.ActForgetMAC, a.ForgetMAC)
+	reg(kinds.ActUpdateBMC, a.UpdateBMC)
 }
 
 func (a *Activities) now() time.Time {
@@ -75,43 +74,43 @@ func (a *Activities) now() time.Time {
 }
 
 // GetNode reads what the workflows need of a node and its pool.
-func (a *Activities) GetNode(ctx context.Context, in wf.Input) (wf.NodeInfo, error) {
+func (a *Activities) GetNode(ctx context.Context, in kinds.NodeRef) (kinds.NodeInfo, error) {
 	n, err := a.Store.GetNode(ctx, in.TenantID, in.NodeID)
 	if err != nil {
-		return wf.NodeInfo{}, errs.ToTemporal(err)
+		return kinds.NodeInfo{}, errs.ToTemporal(err)
 	}
 	p, err := a.Store.GetPool(ctx, n.TenantID, n.PoolID)
 	if err != nil {
-		return wf.NodeInfo{}, errs.ToTemporal(err)
+		return kinds.NodeInfo{}, errs.ToTemporal(err)
 	}
-	return wf.NodeInfo{TenantID: n.TenantID, NodeID: n.ID, SiteID: n.SiteID, PoolID: n.PoolID, State: n.State,
+	return kinds.NodeInfo{TenantID: n.TenantID, NodeID: n.ID, SiteID: n.SiteID, PoolID: n.PoolID, State: n.State,
 		BMC:  kinds.BMCTarget{NodeID: n.ID, Address: n.BMCAddress, Driver: n.BMCDriver, CredentialsRef: n.BMCCredentialsRef, TLS: n.BMCTLS},
 		MACs: n.MACs, Disks: n.Disks, Agent: p.Agent, AllowUnverifiedRelease: p.Policy.AllowUnverifiedRelease,
 		ProductUUID: n.ProductUUID, TrustProvisioningNetwork: p.Policy.TrustProvisioningNetwork}, nil
 }
 
 // Transition moves a node, compare-and-set.
-func (a *Activities) Transition(ctx context.Context, in wf.TransitionInput) error {
+func (a *Activities) Transition(ctx context.Context, in kinds.TransitionInput) error {
 	return errs.ToTemporal(a.Store.Transition(ctx, in.TenantID, in.NodeID, in.From, in.To,
 		store.TransitionInfo{Error: in.Error, Maintenance: in.Maintenance,
 			Run: store.Run{WorkflowID: in.WorkflowID, RunID: in.RunID}, Exception: store.WipeKind(in.Exception)}))
 }
 
 // RecordFacts stores what inspection learned.
-func (a *Activities) RecordFacts(ctx context.Context, in wf.FactsInput) error {
+func (a *Activities) RecordFacts(ctx context.Context, in kinds.FactsInput) error {
 	return errs.ToTemporal(a.Store.RecordFacts(ctx, in.TenantID, in.NodeID, store.NodeFacts{MACs: in.MACs,
 		ProductUUID: in.ProductUUID, Inventory: in.Inventory, Disks: in.Disks}))
 }
 
 // RecordDeployment stores the profile the node runs.
-func (a *Activities) RecordDeployment(ctx context.Context, in wf.DeploymentInput) error {
+func (a *Activities) RecordDeployment(ctx context.Context, in kinds.DeploymentInput) error {
 	return errs.ToTemporal(a.Store.RecordDeployment(ctx, in.TenantID, in.NodeID, in.ProfileID, in.ProfileVersion, in.Role))
 }
 
 // IssueDiscoveryToken makes a fresh single-use token for one ramdisk boot.
 // Only its hash is stored; the plain token travels to the site inside the
 // encrypted payloads.
-func (a *Activities) IssueDiscoveryToken(ctx context.Context, in wf.DiscoveryInput) (string, error) {
+func (a *Activities) IssueDiscoveryToken(ctx context.Context, in kinds.DiscoveryInput) (string, error) {
 	plain, hash := pki.NewToken(pki.TokenDiscovery)
 	err := a.Store.CreateJoinToken(ctx, store.JoinToken{ID: ids.New(ids.JoinToken), TenantID: in.TenantID,
 		SiteID: in.SiteID, NodeID: in.NodeID, Kind: string(pki.TokenDiscovery), WorkflowID: in.WorkflowID,
@@ -120,7 +119,7 @@ func (a *Activities) IssueDiscoveryToken(ctx context.Context, in wf.DiscoveryInp
 }
 
 // GetImage reads a catalog image as the site cache needs it.
-func (a *Activities) GetImage(ctx context.Context, in wf.ImageInput) (kinds.EnsureImageInput, error) {
+func (a *Activities) GetImage(ctx context.Context, in kinds.ImageInput) (kinds.EnsureImageInput, error) {
 	img, err := a.Store.GetImage(ctx, in.TenantID, in.ImageID)
 	if err != nil {
 		return kinds.EnsureImageInput{}, errs.ToTemporal(err)
@@ -131,38 +130,38 @@ func (a *Activities) GetImage(ctx context.Context, in wf.ImageInput) (kinds.Ensu
 
 // GetProfile reads a deploy profile and resolves it against the step
 // registry (PlanProfile).
-func (a *Activities) GetProfile(ctx context.Context, in wf.ProfileInput) (wf.Profile, error) {
+func (a *Activities) GetProfile(ctx context.Context, in kinds.ProfileInput) (kinds.Profile, error) {
 	p, err := a.Store.GetProfile(ctx, in.TenantID, in.ProfileID, in.Version)
 	if err != nil {
-		return wf.Profile{}, errs.ToTemporal(err)
+		return kinds.Profile{}, errs.ToTemporal(err)
 	}
 	var doc provision.Profile
 	if err := json.Unmarshal(p.Document, &doc); err != nil {
-		return wf.Profile{}, fmt.Errorf("profile %s v%d does not decode: %w", p.ID, p.Version, err)
+		return kinds.Profile{}, fmt.Errorf("profile %s v%d does not decode: %w", p.ID, p.Version, err)
 	}
 	reg, err := a.registry()
 	if err != nil {
-		return wf.Profile{}, err
+		return kinds.Profile{}, err
 	}
 	out, err := PlanProfile(reg, doc)
 	return out, errs.ToTemporal(err)
 }
 
 // RevokeIdentity revokes a retired node's certificates and join tokens.
-func (a *Activities) RevokeIdentity(ctx context.Context, in wf.DeploymentInput) error {
+func (a *Activities) RevokeIdentity(ctx context.Context, in kinds.DeploymentInput) error {
 	_, err := a.Store.RevokeIdentity(ctx, in.TenantID, in.NodeID)
 	return errs.ToTemporal(err)
 }
 
 // StartCommand records a command sent (a local activity of the workflow).
-func (a *Activities) StartCommand(ctx context.Context, c wf.CommandRecord) error {
+func (a *Activities) StartCommand(ctx context.Context, c kinds.CommandRecord) error {
 	return errs.ToTemporal(a.Store.StartCommand(ctx, store.Command{ID: ids.New(ids.Command), TenantID: c.TenantID,
 		NodeID: c.NodeID, SiteID: c.SiteID, Kind: c.Kind, RunsOn: c.RunsOn, WorkflowID: c.WorkflowID, RunID: c.RunID,
 		Step: c.Step}))
 }
 
 // FinishCommand records a command's outcome.
-func (a *Activities) FinishCommand(ctx context.Context, c wf.CommandRecord) error {
+func (a *Activities) FinishCommand(ctx context.Context, c kinds.CommandRecord) error {
 	took, err := a.Store.FinishCommand(ctx, c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1), c.ErrorKind, c.Error)
 	if err != nil {
 		return errs.ToTemporal(err)

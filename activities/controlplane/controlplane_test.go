@@ -14,24 +14,23 @@ import (
 	"github.com/better-compute/better-compute/nodestate"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
-	wf "github.com/better-compute/better-compute/workflows"
 )
 
 func TestGetNode(t *testing.T) {
 	f := newFixture(t, "none", store.PoolPolicy{AllowUnverifiedRelease: true})
 	node := f.newNode(t, "d1")
-	got, err := f.act.GetNode(t.Context(), wf.Input{TenantID: f.tenant, NodeID: node})
+	got, err := f.act.GetNode(t.Context(), kinds.NodeRef{TenantID: f.tenant, NodeID: node})
 	if err != nil {
 		t.Fatalf("GetNode = %v", err)
 	}
-	want := wf.NodeInfo{TenantID: f.tenant, NodeID: node, SiteID: f.site, PoolID: f.pool, State: nodestate.Enrolling,
+	want := kinds.NodeInfo{TenantID: f.tenant, NodeID: node, SiteID: f.site, PoolID: f.pool, State: nodestate.Enrolling,
 		BMC: kinds.BMCTarget{NodeID: node, Address: "https://bmc-" + node + ".test/redfish/v1/Systems/1", Driver: "redfish",
 			CredentialsRef: "env://BMC"},
 		MACs: []string{"52:54:00:00:00:01"}, Disks: []string{"d1"}, Agent: "none", AllowUnverifiedRelease: true}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GetNode (-want +got):\n%s", diff)
 	}
-	_, err = f.act.GetNode(t.Context(), wf.Input{TenantID: "other", NodeID: node})
+	_, err = f.act.GetNode(t.Context(), kinds.NodeRef{TenantID: "other", NodeID: node})
 	if k := errs.FromTemporal(err); k != errs.NotFound {
 		t.Errorf("GetNode(another tenant) = %v, want NOT_FOUND", err)
 	}
@@ -41,22 +40,22 @@ func TestTransition(t *testing.T) {
 	f := newFixture(t, "bcd", store.PoolPolicy{})
 	cases := []struct {
 		name  string
-		moves []wf.TransitionInput // From/To only; the last one is checked
-		want  errs.Kind            // "" for success
+		moves []kinds.TransitionInput // From/To only; the last one is checked
+		want  errs.Kind               // "" for success
 		state nodestate.State
 	}{
-		{name: "along the table", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"}}, state: "inspecting"},
-		{name: "not in the table", moves: []wf.TransitionInput{{From: "enrolling", To: "deployed"}}, want: errs.InvalidState, state: "enrolling"},
-		{name: "compare-and-set", moves: []wf.TransitionInput{{From: "inspecting", To: "ready"}}, want: errs.InvalidState, state: "enrolling"},
-		{name: "repeated move is a no-op", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"}, {From: "enrolling", To: "inspecting"}}, state: "inspecting"},
-		{name: "failed records where from", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"},
+		{name: "along the table", moves: []kinds.TransitionInput{{From: "enrolling", To: "inspecting"}}, state: "inspecting"},
+		{name: "not in the table", moves: []kinds.TransitionInput{{From: "enrolling", To: "deployed"}}, want: errs.InvalidState, state: "enrolling"},
+		{name: "compare-and-set", moves: []kinds.TransitionInput{{From: "inspecting", To: "ready"}}, want: errs.InvalidState, state: "enrolling"},
+		{name: "repeated move is a no-op", moves: []kinds.TransitionInput{{From: "enrolling", To: "inspecting"}, {From: "enrolling", To: "inspecting"}}, state: "inspecting"},
+		{name: "failed records where from", moves: []kinds.TransitionInput{{From: "enrolling", To: "inspecting"},
 			{From: "inspecting", To: "failed", Error: "UNVERIFIED_WIPE: d2", Maintenance: true}}, state: "failed"},
-		{name: "resting state cannot fail", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"}, {From: "inspecting", To: "manageable"},
+		{name: "resting state cannot fail", moves: []kinds.TransitionInput{{From: "enrolling", To: "inspecting"}, {From: "inspecting", To: "manageable"},
 			{From: "manageable", To: "failed"}}, want: errs.InvalidState, state: "manageable"},
-		{name: "no ready without an attested wipe", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"},
+		{name: "no ready without an attested wipe", moves: []kinds.TransitionInput{{From: "enrolling", To: "inspecting"},
 			{From: "inspecting", To: "ready", WorkflowID: "wf", RunID: "run"}}, want: errs.UnverifiedWipe, state: "inspecting"},
-		{name: "no exception the pool does not allow", moves: []wf.TransitionInput{{From: "enrolling", To: "inspecting"},
-			{From: "inspecting", To: "ready", WorkflowID: "wf", RunID: "run", Exception: wf.ExceptionUnverifiedRelease}},
+		{name: "no exception the pool does not allow", moves: []kinds.TransitionInput{{From: "enrolling", To: "inspecting"},
+			{From: "inspecting", To: "ready", WorkflowID: "wf", RunID: "run", Exception: kinds.ExceptionUnverifiedRelease}},
 			want: errs.UnverifiedWipe, state: "inspecting"},
 	}
 	for _, tc := range cases {
@@ -93,7 +92,7 @@ func TestTransition(t *testing.T) {
 func TestIssueDiscoveryTokenIsSingleUse(t *testing.T) {
 	f := newFixture(t, "bcd", store.PoolPolicy{})
 	node := f.newNode(t)
-	in := wf.DiscoveryInput{TenantID: f.tenant, SiteID: f.site, NodeID: node, WorkflowID: wf.WorkflowID(node)}
+	in := kinds.DiscoveryInput{TenantID: f.tenant, SiteID: f.site, NodeID: node, WorkflowID: "metal/" + node}
 	tok, err := f.act.IssueDiscoveryToken(t.Context(), in)
 	if err != nil {
 		t.Fatalf("IssueDiscoveryToken = %v", err)

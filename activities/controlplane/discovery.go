@@ -7,8 +7,8 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/store"
-	wf "github.com/better-compute/better-compute/workflows"
 )
 
 // findPoll is how often discovery.findCandidate reads the store.
@@ -16,7 +16,7 @@ const findPoll = 2 * time.Second
 
 // BeginMACWait starts the node's wait for its MAC and returns when it
 // began, by the database's clock.
-func (a *Activities) BeginMACWait(ctx context.Context, in wf.MACWaitInput) (time.Time, error) {
+func (a *Activities) BeginMACWait(ctx context.Context, in kinds.MACWaitInput) (time.Time, error) {
 	since, err := a.Store.BeginMACWait(ctx, in.TenantID, in.NodeID)
 	return since, errs.ToTemporal(err)
 }
@@ -25,23 +25,23 @@ func (a *Activities) BeginMACWait(ctx context.Context, in wf.MACWaitInput) (time
 // the node's product UUID since the wait began, or the deadline passes
 // (Found false). It heartbeats, so a control plane that dies is noticed and
 // the retry goes on to the same deadline.
-func (a *Activities) FindCandidate(ctx context.Context, in wf.MACWaitInput) (wf.Candidate, error) {
-	uuids := wf.UUIDForms(in.ProductUUID)
+func (a *Activities) FindCandidate(ctx context.Context, in kinds.MACWaitInput) (kinds.Candidate, error) {
+	uuids := kinds.UUIDForms(in.ProductUUID)
 	for {
 		d, ok, err := a.Store.FindCandidate(ctx, in.TenantID, in.SiteID, uuids, in.Since)
 		if err != nil {
-			return wf.Candidate{}, errs.ToTemporal(err)
+			return kinds.Candidate{}, errs.ToTemporal(err)
 		}
 		if ok {
-			return wf.Candidate{Found: true, MAC: d.MAC, ClientUUID: d.ClientUUID, Arch: d.Arch, FirstSeen: d.FirstSeen}, nil
+			return kinds.Candidate{Found: true, MAC: d.MAC, ClientUUID: d.ClientUUID, Arch: d.Arch, FirstSeen: d.FirstSeen}, nil
 		}
 		if !a.now().Before(in.Deadline) {
-			return wf.Candidate{}, nil
+			return kinds.Candidate{}, nil
 		}
 		activity.RecordHeartbeat(ctx)
 		select {
 		case <-ctx.Done():
-			return wf.Candidate{}, ctx.Err()
+			return kinds.Candidate{}, ctx.Err()
 		case <-time.After(findPoll):
 		}
 	}
@@ -49,14 +49,14 @@ func (a *Activities) FindCandidate(ctx context.Context, in wf.MACWaitInput) (wf.
 
 // AwaitConfirmation records the candidate: the node now waits for an
 // operator to confirm a MAC.
-func (a *Activities) AwaitConfirmation(ctx context.Context, in wf.MACWaitInput) error {
+func (a *Activities) AwaitConfirmation(ctx context.Context, in kinds.MACWaitInput) error {
 	return errs.ToTemporal(a.Store.AwaitConfirmation(ctx, in.TenantID, in.NodeID, in.MAC))
 }
 
 // TakeCandidate binds the candidate to the node at once (a pool that
 // trusts its provisioning network) and returns the node's MACs. Retried
 // after it committed, it finds the MAC bound already.
-func (a *Activities) TakeCandidate(ctx context.Context, in wf.MACWaitInput) ([]string, error) {
+func (a *Activities) TakeCandidate(ctx context.Context, in kinds.MACWaitInput) ([]string, error) {
 	n, err := a.Store.ConfirmMAC(ctx, in.TenantID, in.NodeID, in.MAC, store.WaitPXEDiscovery)
 	if errs.Is(err, errs.InvalidState) {
 		if got, gerr := a.Store.GetNode(ctx, in.TenantID, in.NodeID); gerr == nil && len(got.MACs) == 1 && got.MACs[0] == in.MAC {
@@ -70,11 +70,11 @@ func (a *Activities) TakeCandidate(ctx context.Context, in wf.MACWaitInput) ([]s
 }
 
 // EndMACWait forgets the node's wait.
-func (a *Activities) EndMACWait(ctx context.Context, in wf.MACWaitInput) error {
+func (a *Activities) EndMACWait(ctx context.Context, in kinds.MACWaitInput) error {
 	return errs.ToTemporal(a.Store.EndMACWait(ctx, in.TenantID, in.NodeID))
 }
 
 // ForgetMAC unbinds a discovered MAC the node's ramdisk disowned.
-func (a *Activities) ForgetMAC(ctx context.Context, in wf.MACWaitInput) error {
+func (a *Activities) ForgetMAC(ctx context.Context, in kinds.MACWaitInput) error {
 	return errs.ToTemporal(a.Store.ForgetMAC(ctx, in.TenantID, in.NodeID, in.MAC))
 }

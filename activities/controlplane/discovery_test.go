@@ -8,8 +8,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/better-compute/better-compute/ids"
+	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/store"
-	wf "github.com/better-compute/better-compute/workflows"
 )
 
 // macLess creates a node of the fixture's pool enrolled with only a UUID.
@@ -31,7 +31,7 @@ func TestFindCandidate(t *testing.T) {
 	f := newFixture(t, "bcd", store.PoolPolicy{TrustProvisioningNetwork: true})
 	const uuid, mac = "8f2c6a2e-0000-4000-8000-0000000000aa", "52:54:00:00:00:aa"
 	node := f.macLess(t, uuid)
-	in := wf.MACWaitInput{TenantID: f.tenant, NodeID: node, SiteID: f.site, ProductUUID: uuid}
+	in := kinds.MACWaitInput{TenantID: f.tenant, NodeID: node, SiteID: f.site, ProductUUID: uuid}
 	var err error
 	if in.Since, err = f.act.BeginMACWait(t.Context(), in); err != nil {
 		t.Fatalf("BeginMACWait = %v", err)
@@ -39,13 +39,13 @@ func TestFindCandidate(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(f.act.FindCandidate)
-	find := func(in wf.MACWaitInput) wf.Candidate {
+	find := func(in kinds.MACWaitInput) kinds.Candidate {
 		t.Helper()
 		v, err := env.ExecuteActivity(f.act.FindCandidate, in)
 		if err != nil {
 			t.Fatalf("FindCandidate = %v", err)
 		}
-		var c wf.Candidate
+		var c kinds.Candidate
 		if err := v.Get(&c); err != nil {
 			t.Fatal(err)
 		}

@@ -13,10 +13,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/provision"
 	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/steps"
-	wf "github.com/better-compute/better-compute/workflows"
 )
 
 // NotReadyType is the Temporal error type of a step that said NotReady:
@@ -83,10 +83,10 @@ func (a *Activities) StepActivity(s sdk.Step) func(context.Context, sdk.Call) (s
 // PlanProfile resolves a stored profile against the registry for the
 // deploy workflow, which runs the plan from this result in its history.
 // A profile that does not resolve is INVALID_INPUT naming every problem.
-func PlanProfile(reg *sdk.Registry, doc provision.Profile) (wf.Profile, error) {
-	out := wf.Profile{ID: doc.ID, Version: doc.Version, Role: doc.Role}
+func PlanProfile(reg *sdk.Registry, doc provision.Profile) (kinds.Profile, error) {
+	out := kinds.Profile{ID: doc.ID, Version: doc.Version, Role: doc.Role}
 	for _, s := range doc.Steps {
-		out.Steps = append(out.Steps, wf.ProfileStep{Use: s.Use, With: s.With})
+		out.Steps = append(out.Steps, kinds.ProfileStep{Use: s.Use, With: s.With})
 	}
 	plan, probs := reg.Resolve(doc.Steps, nil)
 	if len(probs) > 0 {
@@ -94,7 +94,7 @@ func PlanProfile(reg *sdk.Registry, doc provision.Profile) (wf.Profile, error) {
 		for _, p := range probs {
 			msgs = append(msgs, p.Field+": "+p.Message)
 		}
-		return wf.Profile{}, errs.Invalid(probs[0].Field, "profile %s v%d does not resolve: %s", doc.ID, doc.Version,
+		return kinds.Profile{}, errs.Invalid(probs[0].Field, "profile %s v%d does not resolve: %s", doc.ID, doc.Version,
 			strings.Join(msgs, "; "))
 	}
 	out.Plan = &plan

@@ -1,0 +1,201 @@
+package kinds
+
+import (
+	"strings"
+	"time"
+
+	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/sdk"
+)
+
+// The control plane's own activities (task queue control-plane), which the
+// metal verbs' workflows call and activities/controlplane serves: their
+// names, inputs and outputs.
+
+// NodeRef names a node: node.get's input.
+type NodeRef struct {
+	TenantID string `json:"tenantId"`
+	NodeID   string `json:"nodeId"`
+}
+
+// Control-plane activity names (task queue control-plane).
+const (
+	ActGetNode          = "node.get"
+	ActTransition       = "node.transition"
+	ActRecordFacts      = "node.recordFacts"
+	ActRecordDeployment = "node.recordDeployment"
+	ActIssueDiscovery   = "join.issueDiscoveryToken"
+	ActVerifyWipe       = "wipe.verify"
+	ActGetImage         = "image.get"
+	ActGetProfile       = "profile.get"
+	ActRevokeIdentity   = "node.revokeIdentity"
+	ActStartCommand     = "command.start"  // local activity
+	ActFinishCommand    = "command.finish" // local activity
+)
+
+// NodeInfo is what the workflows need to know of a node.
+type NodeInfo struct {
+	TenantID, NodeID, SiteID, PoolID string
+	State                            nodestate.State
+	BMC                              BMCTarget
+	MACs                             []string
+	Disks                            []string
+	Agent                            string // bcd or none
+	AllowUnverifiedRelease           bool
+	// For a node without MACs, found by PXE discovery (ensureRamdisk).
+	ProductUUID              string
+	TrustProvisioningNetwork bool
+}
+
+// TransitionInput moves a node, compare-and-set.
+type TransitionInput struct {
+	TenantID, NodeID string
+	From, To         nodestate.State
+	Error            string
+	Maintenance      bool
+	// The run making the move: a move into ready consumes the wipe that
+	// wipe.verify recorded for this run, or records Exception (a pool
+	// policy's: allowUnverifiedRelease, agentNone) in its place.
+	WorkflowID, RunID string
+	Exception         string
+}
+
+// Exceptions to the attested wipe before ready, each allowed by a pool's policy.
+const (
+	ExceptionUnverifiedRelease = "allowUnverifiedRelease" // policy.allowUnverifiedRelease
+	ExceptionAgentNone         = "agentNone"              // agent: none: no ramdisk can wipe
+)
+
+// FactsInput records what inspection learned.
+type FactsInput struct {
+	TenantID, NodeID string
+	MACs             []string
+	ProductUUID      string
+	Inventory        []byte
+	Disks            []string
+}
+
+// DeploymentInput records the profile a node was deployed with.
+type DeploymentInput struct {
+	TenantID, NodeID, ProfileID, Role string
+	ProfileVersion                    int
+}
+
+// DiscoveryInput asks for a fresh single-use discovery token for one boot.
+type DiscoveryInput struct {
+	TenantID, SiteID, NodeID, WorkflowID string
+}
+
+// VerifyWipeInput is the signed disk.wipe result to check against the
+// node's inventory.
+type VerifyWipeInput struct {
+	TenantID, NodeID, WorkflowID, RunID, Nonce string
+	// Modes the disks may have been wiped in (none given: any).
+	Modes  []string
+	Result Result
+}
+
+// WipeAttestation is what wipe.verify proved.
+type WipeAttestation struct {
+	Mode     string    `json:"mode"`
+	Disks    []string  `json:"disks"`
+	Bytes    int64     `json:"bytesVerified"`
+	Signer   string    `json:"signer"` // the certificate's identity and serial
+	Verified time.Time `json:"verified"`
+}
+
+// ImageInput names a catalog image.
+type ImageInput struct{ TenantID, ImageID string }
+
+// ProfileInput names a profile version.
+type ProfileInput struct {
+	TenantID, ProfileID string
+	Version             int
+}
+
+// Profile is a deploy profile as the workflow runs it.
+type Profile struct {
+	ID      string
+	Version int
+	Role    string
+	Steps   []ProfileStep
+	// Plan is Steps resolved against the control plane's step registry;
+	// nil in the histories of runs from before it (legacyPlan).
+	Plan *sdk.Plan `json:",omitempty"`
+}
+
+// ProfileStep is one step of a profile.
+type ProfileStep struct {
+	Use  string
+	With map[string]any
+}
+
+// CommandRecord is what command.start and command.finish record.
+type CommandRecord struct {
+	TenantID, NodeID, SiteID string
+	Kind, RunsOn             string
+	WorkflowID, RunID, Step  string
+	Status, ErrorKind, Error string
+	Attempt                  int
+}
+
+// Control-plane activities of PXE discovery.
+const (
+	ActBeginMACWait      = "discovery.beginWait"         // returns when the wait began (database clock)
+	ActFindCandidate     = "discovery.findCandidate"     // polls, heartbeating, until a candidate or the deadline
+	ActAwaitConfirmation = "discovery.awaitConfirmation" // the node now waits for an operator
+	ActTakeCandidate     = "discovery.takeCandidate"     // binds the candidate at once (trusted network)
+	ActEndMACWait        = "discovery.endWait"           // the workflow stops waiting (failed or aborted)
+	ActForgetMAC         = "discovery.forgetMAC"         // unbinds a discovered MAC the ramdisk disowned
+)
+
+// MACWaitInput names the node, the UUID it is looked for under, and the
+// window; MAC is the candidate, where one is given.
+type MACWaitInput struct {
+	TenantID, NodeID, SiteID string
+	ProductUUID              string
+	Since, Deadline          time.Time
+	MAC                      string
+}
+
+// Candidate is what discovery.findCandidate found: Found false when the
+// deadline passed first.
+type Candidate struct {
+	Found      bool
+	MAC        string
+	ClientUUID string
+	Arch       string
+	FirstSeen  time.Time
+}
+
+// ActUpdateBMC saves a node's checked BMC settings (control plane).
+const ActUpdateBMC = "node.updateBMC"
+
+// UpdateBMCInput is metal.update's: the node, the state it must still be
+// in when the settings are saved, and its BMC as it will be.
+type UpdateBMCInput struct {
+	TenantID, NodeID, SiteID string
+	State                    nodestate.State
+	ProductUUID              string // the node's, "" when unknown: the BMC must report the same machine
+	BMC                      BMCTarget
+}
+
+// UUIDForms returns the forms a product UUID takes on the wire, lowercase:
+// as written, and with its first three fields byte-swapped (firmwares
+// disagree on the byte order of DHCP option 97 and SMBIOS). A string that
+// is not a UUID comes back alone.
+func UUIDForms(u string) []string {
+	u = strings.ToLower(u)
+	p := strings.Split(u, "-")
+	if len(p) != 5 || len(p[0]) != 8 || len(p[1]) != 4 || len(p[2]) != 4 {
+		return []string{u}
+	}
+	swap := func(s string) string {
+		var b strings.Builder
+		for i := len(s) - 2; i >= 0; i -= 2 {
+			b.WriteString(s[i : i+2])
+		}
+		return b.String()
+	}
+	return []string{u, strings.Join([]string{swap(p[0]), swap(p[1]), swap(p[2]), p[3], p[4]}, "-")}
+}
