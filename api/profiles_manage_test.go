@@ -17,6 +17,7 @@ import (
 	"github.com/better-compute/better-compute/api"
 	"github.com/better-compute/better-compute/ids"
 	"github.com/better-compute/better-compute/internal/testpg"
+	"github.com/better-compute/better-compute/nodestate"
 	"github.com/better-compute/better-compute/store"
 )
 
@@ -33,14 +34,29 @@ const (
 // (whatever the query, which it keeps) and which runs no node's workflow.
 type running struct {
 	client.Client
-	list  []*workflowpb.WorkflowExecutionInfo
-	query *string
+	list    []*workflowpb.WorkflowExecutionInfo
+	query   *string
+	started *[]string
 }
 
 func (r running) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
 	*r.query = req.Query
 	return &workflowservice.ListWorkflowExecutionsResponse{Executions: r.list}, nil
 }
+
+// ExecuteWorkflow keeps what it was asked to start.
+func (r running) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error) {
+	*r.started = append(*r.started, fmt.Sprintf("%s %s %+v", opts.ID, workflow, args))
+	return startedRun{id: opts.ID}, nil
+}
+
+type startedRun struct {
+	client.WorkflowRun
+	id string
+}
+
+func (r startedRun) GetID() string  { return r.id }
+func (startedRun) GetRunID() string { return "run-1" }
 
 func (running) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	return nil, serviceerror.NewNotFound("no workflow")
@@ -76,7 +92,8 @@ func TestProfilesAcrossTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	var query string
-	tc := &running{query: &query}
+	var started []string
+	tc := &running{query: &query, started: &started}
 	srv := httptest.NewServer(api.New(api.Config{Store: s, Temporal: tc}).Handler())
 	t.Cleanup(srv.Close)
 	e := &env{t: t, url: srv.URL, store: s, root: token(t, s, api.RootTenant), acme: token(t, s, "acme")}
@@ -141,10 +158,23 @@ func TestProfilesAcrossTenants(t *testing.T) {
 			t.Errorf("%s root's public profile as acme = %d %v, want PERMISSION_DENIED", c.name, code, out)
 		}
 	}
-	// acme's deploy gets past the profile to the node's state (enrolling).
-	if code, out := e.call(e.acme, deploy, `{"nodeId":"`+node+`","profile":"cycle","profileVersion":1}`); kindOf(out) != "INVALID_STATE" ||
-		!strings.Contains(fmt.Sprint(out["message"]), "enrolling") {
-		t.Errorf("metal.deploy with root's public profile as acme = %d %v, want INVALID_STATE from the node's state", code, out)
+	// acme deploys root's public profile on its node.
+	if err := s.Transition(ctx, "acme", node, nodestate.Enrolling, nodestate.Inspecting, store.TransitionInfo{}); err != nil {
+		t.Fatal(err)
+	}
+	ready := store.TransitionInfo{Run: store.Run{WorkflowID: "metal-" + node, RunID: "r0"}, Exception: store.WipeAllowUnverifiedRelease}
+	if err := s.Transition(ctx, "acme", node, nodestate.Inspecting, nodestate.Ready, ready); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.call(e.acme, deploy, `{"nodeId":"`+node+`","profile":"cycle","profileVersion":2}`); kindOf(out) != "NOT_FOUND" {
+		t.Errorf("metal.deploy with root's private v2 as acme = %d %v, want NOT_FOUND", code, out)
+	}
+	if len(started) != 0 {
+		t.Errorf("metal.deploy refused started %v, want nothing", started)
+	}
+	e.ok(e.acme, deploy, `{"nodeId":"`+node+`","profile":"cycle","profileVersion":1}`)
+	if len(started) != 1 || !strings.Contains(started[0], "metal.deploy") || !strings.Contains(started[0], "ProfileID:cycle ProfileVersion:1") {
+		t.Errorf("metal.deploy with root's public profile as acme started %v, want one metal.deploy of cycle v1", started)
 	}
 
 	// Delete: refused while a workflow runs the profile, by anyone.
@@ -174,14 +204,16 @@ func TestProfilesAcrossTenants(t *testing.T) {
 	e.ok(e.root, profGet, `{"id":"cycle","version":2}`)
 }
 
-// acmeNode is a node of tenant acme, still enrolling.
+// acmeNode is a node of tenant acme, still enrolling, in a pool that may
+// skip the wipe (so a test moves it to ready).
 func acmeNode(t *testing.T, s *store.Store) string {
 	ctx := t.Context()
 	site, _, err := s.CreateSite(ctx, store.Site{TenantID: "acme", Kind: "shared", Region: "lab-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.CreatePool(ctx, store.Pool{TenantID: "acme", SiteID: site.ID, Class: "metal-host", Agent: "bcd"})
+	p, err := s.CreatePool(ctx, store.Pool{TenantID: "acme", SiteID: site.ID, Class: "metal-host", Agent: "bcd",
+		Policy: store.PoolPolicy{AllowUnverifiedRelease: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
