@@ -55,6 +55,10 @@ type Config struct {
 	// site's activities and the ramdisks' commands — as one trace per call
 	// (tracing.Start); nil for none.
 	Tracer trace.TracerProvider
+	// ControlPlaneOnly is the control plane's Only: controlplane.OnlyAPI
+	// leaves the workflows to a worker started beside the demo (a plugin
+	// author's, as TestAutoinstallPlugin does).
+	ControlPlaneOnly string
 }
 
 // DefaultDataDir is where the demo keeps its state.
@@ -100,7 +104,7 @@ func Start(ctx context.Context, cfg Config) (d *Demo, err error) {
 	cpStart := time.Now()
 	d.CP, err = controlplane.Start(ctx, controlplane.Config{DataDir: cfg.DataDir, Listen: cfg.Listen,
 		TemporalListen: cfg.TemporalListen, UIListen: cfg.UIListen, AgentsListen: cfg.AgentsListen, Logger: cfg.Logger,
-		TemporalLogger: cfg.TemporalLogger, TemporalLogLevel: cfg.TemporalLogLevel, Tracer: cfg.Tracer})
+		TemporalLogger: cfg.TemporalLogger, TemporalLogLevel: cfg.TemporalLogLevel, Tracer: cfg.Tracer, Only: cfg.ControlPlaneOnly})
 	if err != nil {
 		return nil, err
 	}
