@@ -32,7 +32,7 @@ const (
 func Builtins() sdk.Plugin {
 	// Other files of this package add their steps here (E: wait.agentJoined
 	// from agentjoined.go), one function each returning its step.
-	list := []sdk.Step{deployImage(), bootKexec(), setPower(), setBootDevice(), mediaInsert(), mediaEject()}
+	list := []sdk.Step{deployImage(), bootKexec(), setPower(), setBootDevice(), mediaInsert(), mediaEject(), agentJoined()}
 	return sdk.Plugin{ID: PluginID, Steps: list}
 }
 
