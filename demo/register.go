@@ -80,7 +80,7 @@ func (d *Demo) register(ctx context.Context) error {
 		d.Image.Raw>>20, d.Image.Size>>10, DemoProfile)
 	d.Rack, err = emulate.Start(ctx, emulate.Config{Machines: d.cfg.Machines, IPMI: d.cfg.IPMI, Dir: filepath.Join(d.cfg.DataDir, "rack"),
 		BootURL: d.Agent.BootURL(), Username: "admin", Password: d.cfg.BMCPassword, Logger: d.cfg.RackLogger,
-		BMCLogger: d.cfg.BMCLogger, RamdiskLogger: d.cfg.RamdiskLogger, RamdiskTracer: d.cfg.Tracer})
+		BMCLogger: d.cfg.BMCLogger, RamdiskLogger: d.cfg.RamdiskLogger, RamdiskTracer: d.cfg.Tracer, NodeAgent: d.nodeAgent})
 	if err != nil {
 		return err
 	}
