@@ -69,6 +69,15 @@ var replayed = []struct {
 	{"retire-nomac.json", wf.Retire, 6, completed},
 	{"enroll-bmcstatus.json", wf.Enroll, 16, completed},
 	{"enroll-nomac.json", wf.Enroll, 23, completed},
+	// The same paths recorded at the parent of the commit that introduced
+	// each marker: abort-leaves-machine-safe at a8ace5b (4dac56b^),
+	// no-mac-nodes at a19d215 (fa39506^: recover and retire failed
+	// UNSUPPORTED there), bmc-status-attribute at 9763eab (df7f353^, the
+	// same failing-then-answering BMC, no signal yet).
+	{"deploy-aborted-pre-abortsafe.json", wf.Deploy, 11, canceled},
+	{"recover-nomac-pre-nomac.json", wf.Recover, 3, failed},
+	{"retire-nomac-pre-nomac.json", wf.Retire, 3, failed},
+	{"enroll-pre-bmcstatus.json", wf.Enroll, 16, completed},
 }
 
 // TestReplay replays each recorded history (record_test.go: from the demo,
