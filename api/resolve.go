@@ -157,6 +157,23 @@ func (s *Server) missingImages(ctx context.Context, tenant string, reg *sdk.Regi
 	return out, nil
 }
 
+// PublishControlPlaneSteps publishes the control-plane steps of reg, the
+// registry a control plane's worker runs (nil: the built-ins), replacing
+// what was published before, so profiles are resolved against them; the
+// worker calls it at each start.
+func PublishControlPlaneSteps(ctx context.Context, st *store.Store, reg *sdk.Registry) error {
+	if reg == nil {
+		reg = builtins
+	}
+	var cp []sdk.Step
+	for _, s := range reg.Steps() {
+		if s.RunsOn == sdk.ControlPlane {
+			cp = append(cp, s)
+		}
+	}
+	return st.PublishSteps(ctx, "", cp)
+}
+
 // targetOf is what a profile is checked against before a verb runs it on
 // node n: its pool's agent, its BMC driver's virtual media, its site.
 func (s *Server) targetOf(ctx context.Context, n store.Node) (*sdk.Target, error) {

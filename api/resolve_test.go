@@ -305,3 +305,38 @@ func errorField(err error) string {
 	}
 	return ""
 }
+
+// TestPublishControlPlaneSteps: the control plane's worker publishes its
+// registry's control-plane steps only, replacing what it published before.
+func TestPublishControlPlaneSteps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	reg, err := steps.Registry(sdk.Plugin{ID: "acme", Steps: []sdk.Step{acmeRender, acmeMount}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.PublishSteps(ctx, "", []sdk.Step{acmeProbe}); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.PublishControlPlaneSteps(ctx, e.store, reg); err != nil {
+		t.Fatalf("PublishControlPlaneSteps = %v", err)
+	}
+	rows, err := e.store.PublishedSteps(ctx, []string{"root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.SiteID+"/"+r.StepID)
+	}
+	var want []string
+	for _, s := range reg.Steps() {
+		if s.RunsOn == sdk.ControlPlane {
+			want = append(want, "/"+s.ID)
+		}
+	}
+	if !slices.Equal(got, want) || !slices.Contains(got, "/acme.render") {
+		t.Errorf("published steps = %v, want the control-plane steps %v", got, want)
+	}
+}
