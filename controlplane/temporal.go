@@ -7,9 +7,13 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
@@ -34,9 +38,9 @@ const (
 // startTemporal starts the embedded server or connects to an external one,
 // then makes sure the namespace and search attributes exist.
 func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) error {
-	addr := cp.cfg.TemporalAddress
+	addr := cp.TemporalAddress() // the first of several frontends: TLS verifies its host
 	var tc *tls.Config
-	if addr == "" {
+	if cp.cfg.TemporalAddress == "" {
 		if err := cp.startEmbedded(ctx); err != nil {
 			return err
 		}
@@ -51,8 +55,9 @@ func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) e
 	if err != nil {
 		return err
 	}
-	c, err := dial(ctx, client.Options{HostPort: addr, Namespace: cp.cfg.TemporalNamespace, Interceptors: traced,
-		ConnectionOptions: client.ConnectionOptions{TLS: tc}, MetricsHandler: cp.metrics.Temporal()}, key, cp.log)
+	target, dialOpts := frontendsTarget(addr, cp.cfg.TemporalAddress)
+	c, err := dial(ctx, client.Options{HostPort: target, Namespace: cp.cfg.TemporalNamespace, Interceptors: traced,
+		ConnectionOptions: client.ConnectionOptions{TLS: tc, DialOptions: dialOpts}, MetricsHandler: cp.metrics.Temporal()}, key, cp.log)
 	if err != nil {
 		return err
 	}
@@ -63,6 +68,25 @@ func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) e
 		}
 	}
 	return tserver.RegisterSearchAttributes(ctx, c, cp.cfg.TemporalNamespace)
+}
+
+// frontendsTarget is the gRPC target for --temporal-address: one
+// host:port as it is, or several frontends of one cluster, comma-separated,
+// as a fixed list the client balances over (the SDK's round robin), so
+// that the loss of one frontend is not the loss of Temporal. addr is the
+// embedded frontend's when list is "".
+func frontendsTarget(addr, list string) (string, []grpc.DialOption) {
+	addrs := strings.Split(list, ",")
+	if len(addrs) < 2 {
+		return addr, nil
+	}
+	var state resolver.State
+	for _, a := range addrs {
+		state.Addresses = append(state.Addresses, resolver.Address{Addr: strings.TrimSpace(a)})
+	}
+	r := manual.NewBuilderWithScheme("bc-frontends")
+	r.InitialState(state)
+	return r.Scheme() + ":///temporal", []grpc.DialOption{grpc.WithResolvers(r)}
 }
 
 // startEmbedded starts the embedded server and its UI; with a CA, its
