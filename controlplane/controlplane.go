@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -335,14 +334,12 @@ func splitHostPort(addr, flag string) (string, int, error) {
 // APIURL is the API's base URL ("" when this process runs no API).
 func (cp *ControlPlane) APIURL() string { return cp.apiURL }
 
-// TemporalAddress is the frontend this process uses: the first of
-// several (--temporal-address a,b), which is what site agents are given.
+// TemporalAddress is the frontend this process uses.
 func (cp *ControlPlane) TemporalAddress() string {
 	if cp.temporal != nil {
 		return cp.temporal.FrontendAddress()
 	}
-	first, _, _ := strings.Cut(cp.cfg.TemporalAddress, ",")
-	return strings.TrimSpace(first)
+	return cp.cfg.TemporalAddress
 }
 
 // Client is this process's Temporal client.

@@ -7,17 +7,22 @@ import (
 
 	"github.com/better-compute/better-compute/activities/controlplane"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/steps"
 	"github.com/better-compute/better-compute/worker"
 )
 
 // startWorker runs the control plane's Temporal worker: the metal verbs'
 // workflows and the control-plane activities.
 func (cp *ControlPlane) startWorker() error {
-	acts := &controlplane.Activities{Store: cp.store, CA: cp.ca, Metrics: cp.metrics, Artifacts: controlplane.ArtifactStore{}}
-	if cp.ca != nil { // a join token admits an agent only where the CA certifies it
-		acts.PKI = controlplane.JoinTokens{}
+	reg, err := steps.Registry(cp.cfg.Plugins...)
+	if err != nil {
+		return errs.Wrap(errs.InvalidInput, err, "the control plane's plugins")
 	}
-	w := worker.ControlPlane(cp.client, acts, cp.metrics)
+	acts := &controlplane.Activities{Store: cp.store, CA: cp.ca, Metrics: cp.metrics, Steps: reg}
+	w, err := worker.ControlPlane(cp.client, acts, cp.metrics)
+	if err != nil {
+		return errs.Wrap(errs.InvalidInput, err, "the control plane's steps")
+	}
 	if err := w.Start(); err != nil {
 		return errs.Wrap(errs.Unavailable, err, "start the control-plane worker")
 	}

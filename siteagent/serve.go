@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/siteagent/boot"
 	"github.com/better-compute/better-compute/siteagent/cache"
 	"github.com/better-compute/better-compute/siteagent/relay"
+	"github.com/better-compute/better-compute/steps"
 	bcworker "github.com/better-compute/better-compute/worker"
 )
 
@@ -134,8 +135,15 @@ func (a *Agent) startWorker() error {
 	if a.id.TaskQueue != "" && a.id.TaskQueue != queue {
 		a.log.Warn("the control plane named another task queue; serving the site's", "given", a.id.TaskQueue, "serving", queue)
 	}
-	a.w = bcworker.Site(c, a.id.SiteID, a.acts, bcworker.SiteOptions{Attempts: a.attempts, Logger: a.log,
+	reg, err := steps.Registry(a.cfg.Plugins...)
+	if err != nil {
+		return errs.Wrap(errs.InvalidInput, err, "the site agent's plugins")
+	}
+	a.w, err = bcworker.Site(c, a.id.SiteID, a.acts, bcworker.SiteOptions{Attempts: a.attempts, Logger: a.log, Steps: reg,
 		OnFatalError: func(err error) { a.fail(errs.Wrap(errs.Unavailable, err, "the Temporal worker stopped")) }})
+	if err != nil {
+		return errs.Wrap(errs.InvalidInput, err, "the site agent's steps")
+	}
 	if err := a.w.Start(); err != nil {
 		return errs.Wrap(errs.Unavailable, err, "cannot start the worker on %s", queue)
 	}

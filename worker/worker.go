@@ -13,6 +13,7 @@ import (
 
 	"github.com/better-compute/better-compute/activities/controlplane"
 	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/sdk"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -42,9 +43,12 @@ func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 	}
 }
 
-// ControlPlane returns the control plane's worker on wf.ControlPlaneQueue;
-// verbs, when not nil, hears each verb's workflow start and end.
-func ControlPlane(c client.Client, acts *controlplane.Activities, vo VerbObserver) sdkworker.Worker {
+// ControlPlane returns the control plane's worker on wf.ControlPlaneQueue:
+// the workflows, the control-plane activities, and the Run of every
+// control-plane step of acts.Steps (the built-ins when nil); a
+// control-plane step without a Run is an error naming it. verbs, when not
+// nil, hears each verb's workflow start and end.
+func ControlPlane(c client.Client, acts *controlplane.Activities, vo VerbObserver) (sdkworker.Worker, error) {
 	opts := sdkworker.Options{DisableRegistrationAliasing: true}
 	if vo != nil {
 		opts.Interceptors = append(opts.Interceptors, &verbs{o: vo})
@@ -52,12 +56,17 @@ func ControlPlane(c client.Client, acts *controlplane.Activities, vo VerbObserve
 	w := sdkworker.New(c, wf.ControlPlaneQueue, opts)
 	RegisterWorkflows(w)
 	acts.Register(w)
-	return w
+	if err := acts.RegisterSteps(w); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
-// ActivityRegistrar is what a site's activities offer.
+// ActivityRegistrar is what a site's activities offer: their own kinds,
+// and the site and ramdisk steps of a registry (activities/site).
 type ActivityRegistrar interface {
 	Register(r sdkworker.ActivityRegistry)
+	RegisterSteps(r sdkworker.ActivityRegistry, reg *sdk.Registry) error
 }
 
 // SiteOptions are a site worker's dependencies.
@@ -65,10 +74,15 @@ type SiteOptions struct {
 	Attempts     AttemptReporter // nil: retries are not reported
 	Logger       *slog.Logger
 	OnFatalError func(error)
+	// Steps are the steps the site serves (steps.Registry of bcd site's
+	// plugins); nil: the built-ins, which its activities serve.
+	Steps *sdk.Registry
 }
 
-// Site returns a site agent's worker on the site's task queue.
-func Site(c client.Client, siteID string, acts ActivityRegistrar, o SiteOptions) sdkworker.Worker {
+// Site returns a site agent's worker on the site's task queue: its
+// activities and the site and ramdisk steps of o.Steps; a site step
+// without a Run that no activity serves is an error naming it.
+func Site(c client.Client, siteID string, acts ActivityRegistrar, o SiteOptions) (sdkworker.Worker, error) {
 	opts := sdkworker.Options{DisableRegistrationAliasing: true, OnFatalError: o.OnFatalError}
 	if o.Attempts != nil {
 		log := o.Logger
@@ -79,5 +93,10 @@ func Site(c client.Client, siteID string, acts ActivityRegistrar, o SiteOptions)
 	}
 	w := sdkworker.New(c, kinds.SiteTaskQueue(siteID), opts)
 	acts.Register(w)
-	return w
+	if o.Steps != nil {
+		if err := acts.RegisterSteps(w, o.Steps); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/better-compute/better-compute/errs"
@@ -18,10 +17,6 @@ import (
 	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/steps"
 )
-
-// NotReadyType is the Temporal error type of a step that said NotReady:
-// retried after the delay it asked for, until the step's timeout.
-const NotReadyType = "NOT_READY"
 
 // registry is the steps this control plane runs: a.Steps, or the built-ins.
 func (a *Activities) registry() (*sdk.Registry, error) {
@@ -53,9 +48,8 @@ func (a *Activities) RegisterSteps(r worker.ActivityRegistry) error {
 
 // StepActivity wraps a control-plane step's Run as its activity: its
 // Context gets the node, the run, the earlier steps' outputs, SQL, PKI and
-// Artifacts. NotReady becomes a retry after the delay it asked for; any
-// other failure of a step that is not RetrySafe is final, so Temporal does
-// not run it again by itself.
+// Artifacts; its error is mapped by steps.Result (NotReady: retried after
+// its delay; a failure of a step not RetrySafe: final).
 func (a *Activities) StepActivity(s sdk.Step) func(context.Context, sdk.Call) (sdk.Values, error) {
 	return func(ctx context.Context, c sdk.Call) (sdk.Values, error) {
 		sc := &sdk.Context{Node: c.Node, Step: c.Step, WorkflowID: c.WorkflowID, RunID: c.RunID, From: c.From,
@@ -67,16 +61,7 @@ func (a *Activities) StepActivity(s sdk.Step) func(context.Context, sdk.Call) (s
 			sc.Artifacts = noArtifacts{}
 		}
 		out, err := s.Run(ctx, sc, c.With)
-		if err == nil {
-			return out, nil
-		}
-		if d, ok := sdk.IsNotReady(err); ok {
-			return nil, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s: %v", s.ID, err), NotReadyType,
-				temporal.ApplicationErrorOptions{NextRetryDelay: d})
-		}
-		k := errs.KindOf(err)
-		return nil, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s: %v", s.ID, err), string(k),
-			temporal.ApplicationErrorOptions{NonRetryable: !k.Retryable() || !s.RetrySafe, Cause: err})
+		return steps.Result(s, out, err)
 	}
 }
 

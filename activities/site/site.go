@@ -105,7 +105,20 @@ const DefaultBootStall = 5 * time.Minute
 // Register registers every site kind and every relayed ramdisk kind under
 // its name.
 func (a *Activities) Register(r worker.ActivityRegistry) {
-	named := []struct {
+	for _, n := range a.named() {
+		r.RegisterActivityWithOptions(n.fn, activity.RegisterOptions{Name: n.name})
+	}
+	for _, k := range kinds.RamdiskKinds() {
+		r.RegisterActivityWithOptions(a.RelayCommand, activity.RegisterOptions{Name: k})
+	}
+}
+
+// named are the site kinds and the activities that serve them.
+func (a *Activities) named() []struct {
+	name string
+	fn   any
+} {
+	return []struct {
 		name string
 		fn   any
 	}{
@@ -117,12 +130,6 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 		{kinds.BootSetEntry, a.SetBootEntry},
 		{kinds.BootClearEntry, a.ClearBootEntry},
 		{kinds.CacheEnsureImage, a.EnsureImage},
-	}
-	for _, n := range named {
-		r.RegisterActivityWithOptions(n.fn, activity.RegisterOptions{Name: n.name})
-	}
-	for _, k := range kinds.RamdiskKinds() {
-		r.RegisterActivityWithOptions(a.RelayCommand, activity.RegisterOptions{Name: k})
 	}
 }
 
