@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -30,6 +31,7 @@ import (
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/store"
 	"github.com/better-compute/better-compute/store/pgcluster"
 	"github.com/better-compute/better-compute/tserver"
@@ -92,6 +94,9 @@ type Config struct {
 	// Tracer traces API calls and, through Temporal, the workflows and
 	// activities they start (tracing.Start); nil for none.
 	Tracer trace.TracerProvider
+	// Plugins are the plugins whose steps and profiles this control plane
+	// serves beside the built-ins (a plugin author's own serve binary).
+	Plugins []sdk.Plugin
 }
 
 // ControlPlane is a running control plane.
@@ -334,12 +339,14 @@ func splitHostPort(addr, flag string) (string, int, error) {
 // APIURL is the API's base URL ("" when this process runs no API).
 func (cp *ControlPlane) APIURL() string { return cp.apiURL }
 
-// TemporalAddress is the frontend this process uses.
+// TemporalAddress is the frontend this process uses: the first of
+// several (--temporal-address a,b), which is what site agents are given.
 func (cp *ControlPlane) TemporalAddress() string {
 	if cp.temporal != nil {
 		return cp.temporal.FrontendAddress()
 	}
-	return cp.cfg.TemporalAddress
+	first, _, _ := strings.Cut(cp.cfg.TemporalAddress, ",")
+	return strings.TrimSpace(first)
 }
 
 // Client is this process's Temporal client.

@@ -18,7 +18,10 @@ func (cp *ControlPlane) startWorker() error {
 	if err != nil {
 		return errs.Wrap(errs.InvalidInput, err, "the control plane's plugins")
 	}
-	acts := &controlplane.Activities{Store: cp.store, CA: cp.ca, Metrics: cp.metrics, Steps: reg}
+	acts := &controlplane.Activities{Store: cp.store, CA: cp.ca, Metrics: cp.metrics, Steps: reg, Artifacts: controlplane.ArtifactStore{}}
+	if cp.ca != nil { // a join token admits an agent only where the CA certifies it
+		acts.PKI = controlplane.JoinTokens{}
+	}
 	w, err := worker.ControlPlane(cp.client, acts, cp.metrics)
 	if err != nil {
 		return errs.Wrap(errs.InvalidInput, err, "the control plane's steps")
