@@ -134,6 +134,20 @@ func workflowsCommand() *cli.Command {
 							return &v1.GetWorkflowRequest{WorkflowId: s.args[0], RunId: c.String("run-id")}
 						})
 				}},
+			{Name: "retry", Usage: "run a failed or stuck workflow again from a step; the steps before it are not run again",
+				ArgsUsage: "WORKFLOW_ID",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "from-step", Usage: "the step to run again: its id (03.power.setPower) or its kind"},
+					&cli.BoolFlag{Name: "force", Usage: "run again steps that are not retry-safe"},
+					&cli.StringFlag{Name: "run-id", Usage: "the run to retry (default: the newest)"},
+				},
+				Action: func(c *cli.Context) error {
+					return simple(c, []string{"WORKFLOW_ID"}, []string{"from-step"}, bettercomputev1connect.WorkflowsServiceRetryProcedure,
+						func(s *session) *v1.RetryWorkflowRequest {
+							return &v1.RetryWorkflowRequest{WorkflowId: s.args[0], RunId: c.String("run-id"),
+								FromStep: c.String("from-step"), Force: c.Bool("force")}
+						})
+				}},
 		},
 	}
 }

@@ -93,6 +93,8 @@ func TestRequests(t *testing.T) {
 			map[string]any{"tenantId": "root", "nodeId": "node_1"}, "root"},
 		{[]string{"workflows", "get", "wf-1", "--run-id", "run-1"}, "/bettercompute.v1.WorkflowsService/Get",
 			map[string]any{"tenantId": "root", "workflowId": "wf-1", "runId": "run-1"}, "root"},
+		{[]string{"workflows", "retry", "wf-1", "--from-step", "03.power.setPower", "--force"}, "/bettercompute.v1.WorkflowsService/Retry",
+			map[string]any{"tenantId": "root", "workflowId": "wf-1", "fromStep": "03.power.setPower", "force": true}, "root"},
 		{[]string{"api", "images.register", "--data", "@" + image}, "/bettercompute.v1.ImagesService/Register",
 			map[string]any{"tenantId": "root", "name": "ubuntu", "source": "https://cache/u.img", "digest": "sha256:ab", "format": "raw", "size": "42"}, "root"},
 		{[]string{"api", "sites.get", "--data", `{"id":"site_1","tenantId":"acme"}`}, "/bettercompute.v1.SitesService/Get",

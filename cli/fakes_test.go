@@ -249,3 +249,8 @@ func (workflows) List(_ context.Context, r *connect.Request[v1.ListWorkflowsRequ
 func (workflows) Get(_ context.Context, r *connect.Request[v1.GetWorkflowRequest]) (*connect.Response[v1.GetWorkflowResponse], error) {
 	return ok(&v1.GetWorkflowResponse{Workflow: &v1.Workflow{WorkflowId: r.Msg.GetWorkflowId(), RunId: r.Msg.GetRunId()}})
 }
+
+func (workflows) Retry(_ context.Context, r *connect.Request[v1.RetryWorkflowRequest]) (*connect.Response[v1.RetryWorkflowResponse], error) {
+	return ok(&v1.RetryWorkflowResponse{Workflow: &v1.Workflow{WorkflowId: r.Msg.GetWorkflowId(), RunId: "run-2"},
+		ResetRunId: "run-1", FromStep: r.Msg.GetFromStep()})
+}

@@ -3433,6 +3433,167 @@ func (x *GetWorkflowResponse) GetWorkflow() *Workflow {
 	return nil
 }
 
+type RetryWorkflowRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	TenantId   string                 `protobuf:"bytes,1,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
+	WorkflowId string                 `protobuf:"bytes,2,opt,name=workflow_id,json=workflowId,proto3" json:"workflow_id,omitempty"`
+	// The run to retry: the workflow's newest (the default), failed or stuck.
+	RunId string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The step to run again, by id (03.power.setPower) or by kind
+	// (power.setPower) when the run has one step of that kind.
+	FromStep string `protobuf:"bytes,4,opt,name=from_step,json=fromStep,proto3" json:"from_step,omitempty"`
+	// Retry from a step that is not retry-safe.
+	Force         bool `protobuf:"varint,5,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryWorkflowRequest) Reset() {
+	*x = RetryWorkflowRequest{}
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryWorkflowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryWorkflowRequest) ProtoMessage() {}
+
+func (x *RetryWorkflowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryWorkflowRequest.ProtoReflect.Descriptor instead.
+func (*RetryWorkflowRequest) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *RetryWorkflowRequest) GetTenantId() string {
+	if x != nil {
+		return x.TenantId
+	}
+	return ""
+}
+
+func (x *RetryWorkflowRequest) GetWorkflowId() string {
+	if x != nil {
+		return x.WorkflowId
+	}
+	return ""
+}
+
+func (x *RetryWorkflowRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *RetryWorkflowRequest) GetFromStep() string {
+	if x != nil {
+		return x.FromStep
+	}
+	return ""
+}
+
+func (x *RetryWorkflowRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type RetryWorkflowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new run, under the same workflow id.
+	Workflow *Workflow `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// The run that was reset.
+	ResetRunId string `protobuf:"bytes,2,opt,name=reset_run_id,json=resetRunId,proto3" json:"reset_run_id,omitempty"`
+	// The step id the new run starts again from.
+	FromStep string `protobuf:"bytes,3,opt,name=from_step,json=fromStep,proto3" json:"from_step,omitempty"`
+	// The steps whose results the new run keeps from history.
+	KeptSteps []string `protobuf:"bytes,4,rep,name=kept_steps,json=keptSteps,proto3" json:"kept_steps,omitempty"`
+	// The node's state after the retry (where the run was at from_step).
+	NodeState     string `protobuf:"bytes,5,opt,name=node_state,json=nodeState,proto3" json:"node_state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryWorkflowResponse) Reset() {
+	*x = RetryWorkflowResponse{}
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryWorkflowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryWorkflowResponse) ProtoMessage() {}
+
+func (x *RetryWorkflowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_bettercompute_v1_resources_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryWorkflowResponse.ProtoReflect.Descriptor instead.
+func (*RetryWorkflowResponse) Descriptor() ([]byte, []int) {
+	return file_bettercompute_v1_resources_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *RetryWorkflowResponse) GetWorkflow() *Workflow {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
+func (x *RetryWorkflowResponse) GetResetRunId() string {
+	if x != nil {
+		return x.ResetRunId
+	}
+	return ""
+}
+
+func (x *RetryWorkflowResponse) GetFromStep() string {
+	if x != nil {
+		return x.FromStep
+	}
+	return ""
+}
+
+func (x *RetryWorkflowResponse) GetKeptSteps() []string {
+	if x != nil {
+		return x.KeptSteps
+	}
+	return nil
+}
+
+func (x *RetryWorkflowResponse) GetNodeState() string {
+	if x != nil {
+		return x.NodeState
+	}
+	return ""
+}
+
 var File_bettercompute_v1_resources_proto protoreflect.FileDescriptor
 
 const file_bettercompute_v1_resources_proto_rawDesc = "" +
@@ -3686,7 +3847,23 @@ const file_bettercompute_v1_resources_proto_rawDesc = "" +
 	"workflowId\x12\x15\n" +
 	"\x06run_id\x18\x03 \x01(\tR\x05runId\"M\n" +
 	"\x13GetWorkflowResponse\x126\n" +
-	"\bworkflow\x18\x01 \x01(\v2\x1a.bettercompute.v1.WorkflowR\bworkflow2\xbe\x01\n" +
+	"\bworkflow\x18\x01 \x01(\v2\x1a.bettercompute.v1.WorkflowR\bworkflow\"\x9e\x01\n" +
+	"\x14RetryWorkflowRequest\x12\x1b\n" +
+	"\ttenant_id\x18\x01 \x01(\tR\btenantId\x12\x1f\n" +
+	"\vworkflow_id\x18\x02 \x01(\tR\n" +
+	"workflowId\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x1b\n" +
+	"\tfrom_step\x18\x04 \x01(\tR\bfromStep\x12\x14\n" +
+	"\x05force\x18\x05 \x01(\bR\x05force\"\xcc\x01\n" +
+	"\x15RetryWorkflowResponse\x126\n" +
+	"\bworkflow\x18\x01 \x01(\v2\x1a.bettercompute.v1.WorkflowR\bworkflow\x12 \n" +
+	"\freset_run_id\x18\x02 \x01(\tR\n" +
+	"resetRunId\x12\x1b\n" +
+	"\tfrom_step\x18\x03 \x01(\tR\bfromStep\x12\x1d\n" +
+	"\n" +
+	"kept_steps\x18\x04 \x03(\tR\tkeptSteps\x12\x1d\n" +
+	"\n" +
+	"node_state\x18\x05 \x01(\tR\tnodeState2\xbe\x01\n" +
 	"\x0eTenantsService\x12W\n" +
 	"\x06Create\x12%.bettercompute.v1.CreateTenantRequest\x1a&.bettercompute.v1.CreateTenantResponse\x12S\n" +
 	"\x04List\x12$.bettercompute.v1.ListTenantsRequest\x1a%.bettercompute.v1.ListTenantsResponse2\x80\x02\n" +
@@ -3713,10 +3890,11 @@ const file_bettercompute_v1_resources_proto_rawDesc = "" +
 	"\x06Update\x12&.bettercompute.v1.UpdateProfileRequest\x1a'.bettercompute.v1.UpdateProfileResponse\x12Y\n" +
 	"\x06Delete\x12&.bettercompute.v1.DeleteProfileRequest\x1a'.bettercompute.v1.DeleteProfileResponse2\x80\x01\n" +
 	"\x17HardwareProfilesService\x12e\n" +
-	"\x04List\x12-.bettercompute.v1.ListHardwareProfilesRequest\x1a..bettercompute.v1.ListHardwareProfilesResponse2\xbf\x01\n" +
+	"\x04List\x12-.bettercompute.v1.ListHardwareProfilesRequest\x1a..bettercompute.v1.ListHardwareProfilesResponse2\x99\x02\n" +
 	"\x10WorkflowsService\x12W\n" +
 	"\x04List\x12&.bettercompute.v1.ListWorkflowsRequest\x1a'.bettercompute.v1.ListWorkflowsResponse\x12R\n" +
-	"\x03Get\x12$.bettercompute.v1.GetWorkflowRequest\x1a%.bettercompute.v1.GetWorkflowResponseBSZQgithub.com/better-compute/better-compute/api/gen/bettercompute/v1;bettercomputev1b\x06proto3"
+	"\x03Get\x12$.bettercompute.v1.GetWorkflowRequest\x1a%.bettercompute.v1.GetWorkflowResponse\x12X\n" +
+	"\x05Retry\x12&.bettercompute.v1.RetryWorkflowRequest\x1a'.bettercompute.v1.RetryWorkflowResponseBSZQgithub.com/better-compute/better-compute/api/gen/bettercompute/v1;bettercomputev1b\x06proto3"
 
 var (
 	file_bettercompute_v1_resources_proto_rawDescOnce sync.Once
@@ -3730,7 +3908,7 @@ func file_bettercompute_v1_resources_proto_rawDescGZIP() []byte {
 	return file_bettercompute_v1_resources_proto_rawDescData
 }
 
-var file_bettercompute_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_bettercompute_v1_resources_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_bettercompute_v1_resources_proto_goTypes = []any{
 	(*Tenant)(nil),                       // 0: bettercompute.v1.Tenant
 	(*CreateTenantRequest)(nil),          // 1: bettercompute.v1.CreateTenantRequest
@@ -3789,98 +3967,103 @@ var file_bettercompute_v1_resources_proto_goTypes = []any{
 	(*ListWorkflowsResponse)(nil),        // 54: bettercompute.v1.ListWorkflowsResponse
 	(*GetWorkflowRequest)(nil),           // 55: bettercompute.v1.GetWorkflowRequest
 	(*GetWorkflowResponse)(nil),          // 56: bettercompute.v1.GetWorkflowResponse
-	(*timestamppb.Timestamp)(nil),        // 57: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),              // 58: google.protobuf.Struct
+	(*RetryWorkflowRequest)(nil),         // 57: bettercompute.v1.RetryWorkflowRequest
+	(*RetryWorkflowResponse)(nil),        // 58: bettercompute.v1.RetryWorkflowResponse
+	(*timestamppb.Timestamp)(nil),        // 59: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),              // 60: google.protobuf.Struct
 }
 var file_bettercompute_v1_resources_proto_depIdxs = []int32{
-	57, // 0: bettercompute.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
+	59, // 0: bettercompute.v1.Tenant.created_at:type_name -> google.protobuf.Timestamp
 	0,  // 1: bettercompute.v1.CreateTenantResponse.tenant:type_name -> bettercompute.v1.Tenant
 	0,  // 2: bettercompute.v1.ListTenantsResponse.items:type_name -> bettercompute.v1.Tenant
-	57, // 3: bettercompute.v1.Site.created_at:type_name -> google.protobuf.Timestamp
+	59, // 3: bettercompute.v1.Site.created_at:type_name -> google.protobuf.Timestamp
 	5,  // 4: bettercompute.v1.CreateSiteResponse.site:type_name -> bettercompute.v1.Site
 	5,  // 5: bettercompute.v1.GetSiteResponse.site:type_name -> bettercompute.v1.Site
 	5,  // 6: bettercompute.v1.ListSitesResponse.items:type_name -> bettercompute.v1.Site
-	57, // 7: bettercompute.v1.SiteToken.expires_at:type_name -> google.protobuf.Timestamp
-	57, // 8: bettercompute.v1.SiteToken.created_at:type_name -> google.protobuf.Timestamp
-	57, // 9: bettercompute.v1.SiteToken.used_at:type_name -> google.protobuf.Timestamp
+	59, // 7: bettercompute.v1.SiteToken.expires_at:type_name -> google.protobuf.Timestamp
+	59, // 8: bettercompute.v1.SiteToken.created_at:type_name -> google.protobuf.Timestamp
+	59, // 9: bettercompute.v1.SiteToken.used_at:type_name -> google.protobuf.Timestamp
 	12, // 10: bettercompute.v1.CreateSiteTokenResponse.site_token:type_name -> bettercompute.v1.SiteToken
 	15, // 11: bettercompute.v1.Pool.policy:type_name -> bettercompute.v1.PoolPolicy
-	57, // 12: bettercompute.v1.Pool.created_at:type_name -> google.protobuf.Timestamp
+	59, // 12: bettercompute.v1.Pool.created_at:type_name -> google.protobuf.Timestamp
 	15, // 13: bettercompute.v1.CreatePoolRequest.policy:type_name -> bettercompute.v1.PoolPolicy
 	16, // 14: bettercompute.v1.CreatePoolResponse.pool:type_name -> bettercompute.v1.Pool
 	16, // 15: bettercompute.v1.GetPoolResponse.pool:type_name -> bettercompute.v1.Pool
 	16, // 16: bettercompute.v1.ListPoolsResponse.items:type_name -> bettercompute.v1.Pool
-	57, // 17: bettercompute.v1.Image.created_at:type_name -> google.protobuf.Timestamp
+	59, // 17: bettercompute.v1.Image.created_at:type_name -> google.protobuf.Timestamp
 	23, // 18: bettercompute.v1.RegisterImageResponse.image:type_name -> bettercompute.v1.Image
 	23, // 19: bettercompute.v1.GetImageResponse.image:type_name -> bettercompute.v1.Image
 	23, // 20: bettercompute.v1.ListImagesResponse.items:type_name -> bettercompute.v1.Image
-	58, // 21: bettercompute.v1.ProfileStep.with:type_name -> google.protobuf.Struct
+	60, // 21: bettercompute.v1.ProfileStep.with:type_name -> google.protobuf.Struct
 	30, // 22: bettercompute.v1.Profile.steps:type_name -> bettercompute.v1.ProfileStep
-	57, // 23: bettercompute.v1.Profile.created_at:type_name -> google.protobuf.Timestamp
+	59, // 23: bettercompute.v1.Profile.created_at:type_name -> google.protobuf.Timestamp
 	31, // 24: bettercompute.v1.CreateProfileRequest.profile:type_name -> bettercompute.v1.Profile
 	31, // 25: bettercompute.v1.CreateProfileResponse.profile:type_name -> bettercompute.v1.Profile
 	31, // 26: bettercompute.v1.GetProfileResponse.profile:type_name -> bettercompute.v1.Profile
 	31, // 27: bettercompute.v1.ListProfilesResponse.items:type_name -> bettercompute.v1.Profile
 	39, // 28: bettercompute.v1.ValidateProfileResponse.problems:type_name -> bettercompute.v1.ValidationProblem
-	58, // 29: bettercompute.v1.PlannedStep.with:type_name -> google.protobuf.Struct
+	60, // 29: bettercompute.v1.PlannedStep.with:type_name -> google.protobuf.Struct
 	31, // 30: bettercompute.v1.RenderProfileResponse.profile:type_name -> bettercompute.v1.Profile
 	42, // 31: bettercompute.v1.RenderProfileResponse.steps:type_name -> bettercompute.v1.PlannedStep
 	31, // 32: bettercompute.v1.UpdateProfileResponse.items:type_name -> bettercompute.v1.Profile
 	48, // 33: bettercompute.v1.HardwareProfile.drivers:type_name -> bettercompute.v1.HardwareDrivers
 	49, // 34: bettercompute.v1.ListHardwareProfilesResponse.items:type_name -> bettercompute.v1.HardwareProfile
-	57, // 35: bettercompute.v1.Workflow.start_time:type_name -> google.protobuf.Timestamp
-	57, // 36: bettercompute.v1.Workflow.close_time:type_name -> google.protobuf.Timestamp
+	59, // 35: bettercompute.v1.Workflow.start_time:type_name -> google.protobuf.Timestamp
+	59, // 36: bettercompute.v1.Workflow.close_time:type_name -> google.protobuf.Timestamp
 	52, // 37: bettercompute.v1.ListWorkflowsResponse.items:type_name -> bettercompute.v1.Workflow
 	52, // 38: bettercompute.v1.GetWorkflowResponse.workflow:type_name -> bettercompute.v1.Workflow
-	1,  // 39: bettercompute.v1.TenantsService.Create:input_type -> bettercompute.v1.CreateTenantRequest
-	3,  // 40: bettercompute.v1.TenantsService.List:input_type -> bettercompute.v1.ListTenantsRequest
-	6,  // 41: bettercompute.v1.SitesService.Create:input_type -> bettercompute.v1.CreateSiteRequest
-	8,  // 42: bettercompute.v1.SitesService.Get:input_type -> bettercompute.v1.GetSiteRequest
-	10, // 43: bettercompute.v1.SitesService.List:input_type -> bettercompute.v1.ListSitesRequest
-	13, // 44: bettercompute.v1.SiteTokensService.Create:input_type -> bettercompute.v1.CreateSiteTokenRequest
-	17, // 45: bettercompute.v1.PoolsService.Create:input_type -> bettercompute.v1.CreatePoolRequest
-	19, // 46: bettercompute.v1.PoolsService.Get:input_type -> bettercompute.v1.GetPoolRequest
-	21, // 47: bettercompute.v1.PoolsService.List:input_type -> bettercompute.v1.ListPoolsRequest
-	24, // 48: bettercompute.v1.ImagesService.Register:input_type -> bettercompute.v1.RegisterImageRequest
-	26, // 49: bettercompute.v1.ImagesService.Get:input_type -> bettercompute.v1.GetImageRequest
-	28, // 50: bettercompute.v1.ImagesService.List:input_type -> bettercompute.v1.ListImagesRequest
-	32, // 51: bettercompute.v1.ProfilesService.Create:input_type -> bettercompute.v1.CreateProfileRequest
-	34, // 52: bettercompute.v1.ProfilesService.Get:input_type -> bettercompute.v1.GetProfileRequest
-	36, // 53: bettercompute.v1.ProfilesService.List:input_type -> bettercompute.v1.ListProfilesRequest
-	38, // 54: bettercompute.v1.ProfilesService.Validate:input_type -> bettercompute.v1.ValidateProfileRequest
-	41, // 55: bettercompute.v1.ProfilesService.Render:input_type -> bettercompute.v1.RenderProfileRequest
-	44, // 56: bettercompute.v1.ProfilesService.Update:input_type -> bettercompute.v1.UpdateProfileRequest
-	46, // 57: bettercompute.v1.ProfilesService.Delete:input_type -> bettercompute.v1.DeleteProfileRequest
-	50, // 58: bettercompute.v1.HardwareProfilesService.List:input_type -> bettercompute.v1.ListHardwareProfilesRequest
-	53, // 59: bettercompute.v1.WorkflowsService.List:input_type -> bettercompute.v1.ListWorkflowsRequest
-	55, // 60: bettercompute.v1.WorkflowsService.Get:input_type -> bettercompute.v1.GetWorkflowRequest
-	2,  // 61: bettercompute.v1.TenantsService.Create:output_type -> bettercompute.v1.CreateTenantResponse
-	4,  // 62: bettercompute.v1.TenantsService.List:output_type -> bettercompute.v1.ListTenantsResponse
-	7,  // 63: bettercompute.v1.SitesService.Create:output_type -> bettercompute.v1.CreateSiteResponse
-	9,  // 64: bettercompute.v1.SitesService.Get:output_type -> bettercompute.v1.GetSiteResponse
-	11, // 65: bettercompute.v1.SitesService.List:output_type -> bettercompute.v1.ListSitesResponse
-	14, // 66: bettercompute.v1.SiteTokensService.Create:output_type -> bettercompute.v1.CreateSiteTokenResponse
-	18, // 67: bettercompute.v1.PoolsService.Create:output_type -> bettercompute.v1.CreatePoolResponse
-	20, // 68: bettercompute.v1.PoolsService.Get:output_type -> bettercompute.v1.GetPoolResponse
-	22, // 69: bettercompute.v1.PoolsService.List:output_type -> bettercompute.v1.ListPoolsResponse
-	25, // 70: bettercompute.v1.ImagesService.Register:output_type -> bettercompute.v1.RegisterImageResponse
-	27, // 71: bettercompute.v1.ImagesService.Get:output_type -> bettercompute.v1.GetImageResponse
-	29, // 72: bettercompute.v1.ImagesService.List:output_type -> bettercompute.v1.ListImagesResponse
-	33, // 73: bettercompute.v1.ProfilesService.Create:output_type -> bettercompute.v1.CreateProfileResponse
-	35, // 74: bettercompute.v1.ProfilesService.Get:output_type -> bettercompute.v1.GetProfileResponse
-	37, // 75: bettercompute.v1.ProfilesService.List:output_type -> bettercompute.v1.ListProfilesResponse
-	40, // 76: bettercompute.v1.ProfilesService.Validate:output_type -> bettercompute.v1.ValidateProfileResponse
-	43, // 77: bettercompute.v1.ProfilesService.Render:output_type -> bettercompute.v1.RenderProfileResponse
-	45, // 78: bettercompute.v1.ProfilesService.Update:output_type -> bettercompute.v1.UpdateProfileResponse
-	47, // 79: bettercompute.v1.ProfilesService.Delete:output_type -> bettercompute.v1.DeleteProfileResponse
-	51, // 80: bettercompute.v1.HardwareProfilesService.List:output_type -> bettercompute.v1.ListHardwareProfilesResponse
-	54, // 81: bettercompute.v1.WorkflowsService.List:output_type -> bettercompute.v1.ListWorkflowsResponse
-	56, // 82: bettercompute.v1.WorkflowsService.Get:output_type -> bettercompute.v1.GetWorkflowResponse
-	61, // [61:83] is the sub-list for method output_type
-	39, // [39:61] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	52, // 39: bettercompute.v1.RetryWorkflowResponse.workflow:type_name -> bettercompute.v1.Workflow
+	1,  // 40: bettercompute.v1.TenantsService.Create:input_type -> bettercompute.v1.CreateTenantRequest
+	3,  // 41: bettercompute.v1.TenantsService.List:input_type -> bettercompute.v1.ListTenantsRequest
+	6,  // 42: bettercompute.v1.SitesService.Create:input_type -> bettercompute.v1.CreateSiteRequest
+	8,  // 43: bettercompute.v1.SitesService.Get:input_type -> bettercompute.v1.GetSiteRequest
+	10, // 44: bettercompute.v1.SitesService.List:input_type -> bettercompute.v1.ListSitesRequest
+	13, // 45: bettercompute.v1.SiteTokensService.Create:input_type -> bettercompute.v1.CreateSiteTokenRequest
+	17, // 46: bettercompute.v1.PoolsService.Create:input_type -> bettercompute.v1.CreatePoolRequest
+	19, // 47: bettercompute.v1.PoolsService.Get:input_type -> bettercompute.v1.GetPoolRequest
+	21, // 48: bettercompute.v1.PoolsService.List:input_type -> bettercompute.v1.ListPoolsRequest
+	24, // 49: bettercompute.v1.ImagesService.Register:input_type -> bettercompute.v1.RegisterImageRequest
+	26, // 50: bettercompute.v1.ImagesService.Get:input_type -> bettercompute.v1.GetImageRequest
+	28, // 51: bettercompute.v1.ImagesService.List:input_type -> bettercompute.v1.ListImagesRequest
+	32, // 52: bettercompute.v1.ProfilesService.Create:input_type -> bettercompute.v1.CreateProfileRequest
+	34, // 53: bettercompute.v1.ProfilesService.Get:input_type -> bettercompute.v1.GetProfileRequest
+	36, // 54: bettercompute.v1.ProfilesService.List:input_type -> bettercompute.v1.ListProfilesRequest
+	38, // 55: bettercompute.v1.ProfilesService.Validate:input_type -> bettercompute.v1.ValidateProfileRequest
+	41, // 56: bettercompute.v1.ProfilesService.Render:input_type -> bettercompute.v1.RenderProfileRequest
+	44, // 57: bettercompute.v1.ProfilesService.Update:input_type -> bettercompute.v1.UpdateProfileRequest
+	46, // 58: bettercompute.v1.ProfilesService.Delete:input_type -> bettercompute.v1.DeleteProfileRequest
+	50, // 59: bettercompute.v1.HardwareProfilesService.List:input_type -> bettercompute.v1.ListHardwareProfilesRequest
+	53, // 60: bettercompute.v1.WorkflowsService.List:input_type -> bettercompute.v1.ListWorkflowsRequest
+	55, // 61: bettercompute.v1.WorkflowsService.Get:input_type -> bettercompute.v1.GetWorkflowRequest
+	57, // 62: bettercompute.v1.WorkflowsService.Retry:input_type -> bettercompute.v1.RetryWorkflowRequest
+	2,  // 63: bettercompute.v1.TenantsService.Create:output_type -> bettercompute.v1.CreateTenantResponse
+	4,  // 64: bettercompute.v1.TenantsService.List:output_type -> bettercompute.v1.ListTenantsResponse
+	7,  // 65: bettercompute.v1.SitesService.Create:output_type -> bettercompute.v1.CreateSiteResponse
+	9,  // 66: bettercompute.v1.SitesService.Get:output_type -> bettercompute.v1.GetSiteResponse
+	11, // 67: bettercompute.v1.SitesService.List:output_type -> bettercompute.v1.ListSitesResponse
+	14, // 68: bettercompute.v1.SiteTokensService.Create:output_type -> bettercompute.v1.CreateSiteTokenResponse
+	18, // 69: bettercompute.v1.PoolsService.Create:output_type -> bettercompute.v1.CreatePoolResponse
+	20, // 70: bettercompute.v1.PoolsService.Get:output_type -> bettercompute.v1.GetPoolResponse
+	22, // 71: bettercompute.v1.PoolsService.List:output_type -> bettercompute.v1.ListPoolsResponse
+	25, // 72: bettercompute.v1.ImagesService.Register:output_type -> bettercompute.v1.RegisterImageResponse
+	27, // 73: bettercompute.v1.ImagesService.Get:output_type -> bettercompute.v1.GetImageResponse
+	29, // 74: bettercompute.v1.ImagesService.List:output_type -> bettercompute.v1.ListImagesResponse
+	33, // 75: bettercompute.v1.ProfilesService.Create:output_type -> bettercompute.v1.CreateProfileResponse
+	35, // 76: bettercompute.v1.ProfilesService.Get:output_type -> bettercompute.v1.GetProfileResponse
+	37, // 77: bettercompute.v1.ProfilesService.List:output_type -> bettercompute.v1.ListProfilesResponse
+	40, // 78: bettercompute.v1.ProfilesService.Validate:output_type -> bettercompute.v1.ValidateProfileResponse
+	43, // 79: bettercompute.v1.ProfilesService.Render:output_type -> bettercompute.v1.RenderProfileResponse
+	45, // 80: bettercompute.v1.ProfilesService.Update:output_type -> bettercompute.v1.UpdateProfileResponse
+	47, // 81: bettercompute.v1.ProfilesService.Delete:output_type -> bettercompute.v1.DeleteProfileResponse
+	51, // 82: bettercompute.v1.HardwareProfilesService.List:output_type -> bettercompute.v1.ListHardwareProfilesResponse
+	54, // 83: bettercompute.v1.WorkflowsService.List:output_type -> bettercompute.v1.ListWorkflowsResponse
+	56, // 84: bettercompute.v1.WorkflowsService.Get:output_type -> bettercompute.v1.GetWorkflowResponse
+	58, // 85: bettercompute.v1.WorkflowsService.Retry:output_type -> bettercompute.v1.RetryWorkflowResponse
+	63, // [63:86] is the sub-list for method output_type
+	40, // [40:63] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_bettercompute_v1_resources_proto_init() }
@@ -3894,7 +4077,7 @@ func file_bettercompute_v1_resources_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_bettercompute_v1_resources_proto_rawDesc), len(file_bettercompute_v1_resources_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   8,
 		},

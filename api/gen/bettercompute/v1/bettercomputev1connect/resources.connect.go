@@ -94,6 +94,8 @@ const (
 	WorkflowsServiceListProcedure = "/bettercompute.v1.WorkflowsService/List"
 	// WorkflowsServiceGetProcedure is the fully-qualified name of the WorkflowsService's Get RPC.
 	WorkflowsServiceGetProcedure = "/bettercompute.v1.WorkflowsService/Get"
+	// WorkflowsServiceRetryProcedure is the fully-qualified name of the WorkflowsService's Retry RPC.
+	WorkflowsServiceRetryProcedure = "/bettercompute.v1.WorkflowsService/Retry"
 )
 
 // TenantsServiceClient is a client for the bettercompute.v1.TenantsService service.
@@ -936,6 +938,10 @@ func (UnimplementedHardwareProfilesServiceHandler) List(context.Context, *connec
 type WorkflowsServiceClient interface {
 	List(context.Context, *connect.Request[v1.ListWorkflowsRequest]) (*connect.Response[v1.ListWorkflowsResponse], error)
 	Get(context.Context, *connect.Request[v1.GetWorkflowRequest]) (*connect.Response[v1.GetWorkflowResponse], error)
+	// Retry resets a failed or stuck run to just before a step: the steps
+	// before it keep their results from history, that step and those after
+	// it run again, in the same workflow id.
+	Retry(context.Context, *connect.Request[v1.RetryWorkflowRequest]) (*connect.Response[v1.RetryWorkflowResponse], error)
 }
 
 // NewWorkflowsServiceClient constructs a client for the bettercompute.v1.WorkflowsService service.
@@ -961,13 +967,20 @@ func NewWorkflowsServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(workflowsServiceMethods.ByName("Get")),
 			connect.WithClientOptions(opts...),
 		),
+		retry: connect.NewClient[v1.RetryWorkflowRequest, v1.RetryWorkflowResponse](
+			httpClient,
+			baseURL+WorkflowsServiceRetryProcedure,
+			connect.WithSchema(workflowsServiceMethods.ByName("Retry")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // workflowsServiceClient implements WorkflowsServiceClient.
 type workflowsServiceClient struct {
-	list *connect.Client[v1.ListWorkflowsRequest, v1.ListWorkflowsResponse]
-	get  *connect.Client[v1.GetWorkflowRequest, v1.GetWorkflowResponse]
+	list  *connect.Client[v1.ListWorkflowsRequest, v1.ListWorkflowsResponse]
+	get   *connect.Client[v1.GetWorkflowRequest, v1.GetWorkflowResponse]
+	retry *connect.Client[v1.RetryWorkflowRequest, v1.RetryWorkflowResponse]
 }
 
 // List calls bettercompute.v1.WorkflowsService.List.
@@ -980,10 +993,19 @@ func (c *workflowsServiceClient) Get(ctx context.Context, req *connect.Request[v
 	return c.get.CallUnary(ctx, req)
 }
 
+// Retry calls bettercompute.v1.WorkflowsService.Retry.
+func (c *workflowsServiceClient) Retry(ctx context.Context, req *connect.Request[v1.RetryWorkflowRequest]) (*connect.Response[v1.RetryWorkflowResponse], error) {
+	return c.retry.CallUnary(ctx, req)
+}
+
 // WorkflowsServiceHandler is an implementation of the bettercompute.v1.WorkflowsService service.
 type WorkflowsServiceHandler interface {
 	List(context.Context, *connect.Request[v1.ListWorkflowsRequest]) (*connect.Response[v1.ListWorkflowsResponse], error)
 	Get(context.Context, *connect.Request[v1.GetWorkflowRequest]) (*connect.Response[v1.GetWorkflowResponse], error)
+	// Retry resets a failed or stuck run to just before a step: the steps
+	// before it keep their results from history, that step and those after
+	// it run again, in the same workflow id.
+	Retry(context.Context, *connect.Request[v1.RetryWorkflowRequest]) (*connect.Response[v1.RetryWorkflowResponse], error)
 }
 
 // NewWorkflowsServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -1005,12 +1027,20 @@ func NewWorkflowsServiceHandler(svc WorkflowsServiceHandler, opts ...connect.Han
 		connect.WithSchema(workflowsServiceMethods.ByName("Get")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workflowsServiceRetryHandler := connect.NewUnaryHandler(
+		WorkflowsServiceRetryProcedure,
+		svc.Retry,
+		connect.WithSchema(workflowsServiceMethods.ByName("Retry")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/bettercompute.v1.WorkflowsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkflowsServiceListProcedure:
 			workflowsServiceListHandler.ServeHTTP(w, r)
 		case WorkflowsServiceGetProcedure:
 			workflowsServiceGetHandler.ServeHTTP(w, r)
+		case WorkflowsServiceRetryProcedure:
+			workflowsServiceRetryHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1026,4 +1056,8 @@ func (UnimplementedWorkflowsServiceHandler) List(context.Context, *connect.Reque
 
 func (UnimplementedWorkflowsServiceHandler) Get(context.Context, *connect.Request[v1.GetWorkflowRequest]) (*connect.Response[v1.GetWorkflowResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.WorkflowsService.Get is not implemented"))
+}
+
+func (UnimplementedWorkflowsServiceHandler) Retry(context.Context, *connect.Request[v1.RetryWorkflowRequest]) (*connect.Response[v1.RetryWorkflowResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bettercompute.v1.WorkflowsService.Retry is not implemented"))
 }
