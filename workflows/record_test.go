@@ -5,7 +5,11 @@
 //
 //	go test -tags record,fakehw -run TestRecordHistories ./workflows/
 //
-// RECORD=abort,nomac records only those scenarios (all by default).
+// RECORD=abort,nomac records only those scenarios (all by default). A
+// change to workflow code behind workflow.GetVersion keeps a history of the
+// old path: copy this file into a worktree at the parent of the change
+// (adapting it to that commit's API), record there, and add the file as
+// <name>-pre-<change>.json to TestReplay's table.
 package workflows_test
 
 import (

@@ -73,7 +73,8 @@ var replayed = []struct {
 	// each marker: abort-leaves-machine-safe at a8ace5b (4dac56b^),
 	// no-mac-nodes at a19d215 (fa39506^: recover and retire failed
 	// UNSUPPORTED there), bmc-status-attribute at 9763eab (df7f353^, the
-	// same failing-then-answering BMC, no signal yet).
+	// same failing-then-answering BMC, and the bmc-status signal an
+	// upgraded control plane would relay to that run, sent by hand).
 	{"deploy-aborted-pre-abortsafe.json", wf.Deploy, 11, canceled},
 	{"recover-nomac-pre-nomac.json", wf.Recover, 3, failed},
 	{"retire-nomac-pre-nomac.json", wf.Retire, 3, failed},
