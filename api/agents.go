@@ -58,6 +58,7 @@ func (s *Server) AgentsHandler(a Agents) http.Handler {
 	mux.Handle(bettercomputev1connect.NewAgentCommandsServiceHandler(agentCommands{s, a}, opts...))
 	mux.Handle(bettercomputev1connect.NewDiscoveriesServiceHandler(discoveries{s, a}, opts...))
 	artifacts{s, a}.register(mux)
+	join{s, a}.registerNodeRenew(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.TLS == nil {
 			http.Error(w, "the agents' API answers only over TLS", http.StatusForbidden)

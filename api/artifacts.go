@@ -124,6 +124,8 @@ func writeHTTPError(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	case errs.Unauthenticated:
 		status = http.StatusUnauthorized
+	case errs.PermissionDenied:
+		status = http.StatusForbidden
 	case errs.InvalidState:
 		status = http.StatusConflict
 	case errs.Unavailable:

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 
 	"connectrpc.com/connect"
 
@@ -23,13 +24,23 @@ func (s join) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) 
 	if !ok || len(st.PeerCertificates) == 0 {
 		return nil, errs.New(errs.Unauthenticated, "renewal needs the agent's current certificate over mutual TLS; an agent whose certificate expired joins again with a new site token")
 	}
-	cert := st.PeerCertificates[0]
+	out, err := s.renew(ctx, st.PeerCertificates[0], req.Msg.ServeHosts, "")
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+// renew certifies cert's key and identity afresh. viaSite, when set, is the
+// site agent that forwarded the renewal of a node of its site (its relay
+// checked that the node holds the key): only such a node's is renewed.
+func (s join) renew(ctx context.Context, cert *x509.Certificate, serveHosts []string, viaSite string) (*v1.JoinResponse, error) {
 	role, identity, err := s.a.CA.Verify(cert)
 	if err != nil {
-		return nil, errs.Wrap(errs.Unauthenticated, err, "the certificate presented for renewal is not valid: an agent whose certificate expired joins again with a new site token")
+		return nil, errs.Wrap(errs.Unauthenticated, err, "the certificate presented for renewal is not valid: an agent whose certificate expired joins again with a new token")
 	}
-	if role != pki.RoleSite && role != pki.RoleNode {
-		return nil, errs.New(errs.PermissionDenied, "only site agents and installed machines renew certificates; a %s certificate is not renewed (a ramdisk's lives one boot)", role)
+	if role != pki.RoleSite && role != pki.RoleNode || viaSite != "" && role != pki.RoleNode {
+		return nil, errs.New(errs.PermissionDenied, "only site agents and installed machines renew certificates, and a site forwards only its nodes'; a %s certificate is not renewed here (a ramdisk's lives one boot)", role)
 	}
 	serial := cert.SerialNumber.Text(16)
 	revoked, err := s.store.CertificateRevoked(ctx, serial)
@@ -37,14 +48,14 @@ func (s join) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) 
 		return nil, err
 	}
 	if revoked {
-		return nil, errs.New(errs.Unauthenticated, "the certificate %s is revoked or unknown: join again with a new site token", serial)
+		return nil, errs.New(errs.Unauthenticated, "the certificate %s is revoked or unknown: join again with a new token", serial)
 	}
 	tenant, site, err := s.store.CertificateOwner(ctx, serial)
 	if err != nil {
 		return nil, err
 	}
-	if role == pki.RoleSite && site != identity {
-		return nil, errs.New(errs.Unauthenticated, "the certificate %s was recorded for site %s, not %s", serial, site, identity)
+	if role == pki.RoleSite && site != identity || viaSite != "" && site != viaSite {
+		return nil, errs.New(errs.Unauthenticated, "the certificate %s was recorded for site %s, not %s", serial, site, identity+viaSite)
 	}
 	pub := pki.PublicKeyOf(cert)
 	pubPEM, err := pki.MarshalPublicKey(pub)
@@ -55,10 +66,10 @@ func (s join) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) 
 	if role == pki.RoleNode {
 		adm.ttl = nodeCertTTL
 	}
-	out, err := s.certify(ctx, adm, pub, pubPEM, req.Msg.ServeHosts, true)
+	out, err := s.certify(ctx, adm, pub, pubPEM, serveHosts, true)
 	if err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "agent renewed its certificate", "role", role, "identity", identity, "site", site, "previousSerial", serial)
-	return connect.NewResponse(out), nil
+	s.log.InfoContext(ctx, "agent renewed its certificate", "role", role, "identity", identity, "site", site, "previousSerial", serial, "via", viaSite)
+	return out, nil
 }

@@ -2,10 +2,11 @@
 // once with the single-use provisioned token its installer left (role node,
 // a fresh key pair; the token file is removed after the join), keeps the
 // node certificate and key in its data dir (0600), comes back from them
-// alone after that, and renews the certificate before it expires. It joins
-// through the control plane's agents listener (--control-plane) or through
-// its site's relay (--site), the way ramdisks join, so an installed machine
-// that reaches only its site can join.
+// alone after that, and renews the certificate before it expires. It talks
+// to the control plane's agents listener (--control-plane) or to its site's
+// relay (--site), which forwards its join (as it forwards ramdisks') and
+// its renewals, so an installed machine that reaches only its site joins
+// and stays joined.
 package nodeagent
 
 import (
@@ -56,7 +57,8 @@ const (
 type Config struct {
 	// ControlPlaneURL is the control plane's agents listener (https://…);
 	// SiteURL the site agent's relay listener (https://…), which forwards
-	// the join. One of them is needed; renewal needs ControlPlaneURL.
+	// the join and renewals, for a node of its site only. One of them is
+	// needed; with both, the control plane is used.
 	ControlPlaneURL, SiteURL string
 	CAFile                   string // the project CA: checks the server, and saved at the join
 	TokenFile                string // the provisioned token; needed only before the first join
@@ -320,23 +322,20 @@ func (a *Agent) RenewIfDue(ctx context.Context) error {
 	return a.Renew(ctx)
 }
 
-// Renew asks the control plane, over mutual TLS with the current
-// certificate, for a fresh one for the same key, and saves it.
+// Renew asks for a fresh certificate for the same key over mutual TLS with
+// the current one: from the control plane, or through the site's relay
+// (which renews only a node of its site), and saves it.
 func (a *Agent) Renew(ctx context.Context) error {
+	renew := a.renewControlPlane
 	if a.cfg.ControlPlaneURL == "" {
-		return errs.New(errs.Unsupported, "renewal goes to the control plane: give --control-plane (the site relay forwards joins, not renewals)").WithOp(renewOp)
+		renew = a.renewSite
 	}
-	hc, err := client(a.cfg.ControlPlaneURL, a.caPEM, a.certPEM, a.keyPEM, pki.RoleControlPlane)
+	resp, err := renew(ctx)
 	if err != nil {
 		return err
 	}
-	defer hc.CloseIdleConnections()
-	resp, err := bettercomputev1connect.NewJoinServiceClient(hc, a.cfg.ControlPlaneURL).Renew(ctx, connect.NewRequest(&v1.RenewRequest{}))
-	if err != nil {
-		return site.FromConnect(renewOp, err)
-	}
 	old := a.cert
-	if err := a.adopt(resp.Msg.GetCertPem()); err != nil {
+	if err := a.adopt(resp.GetCertPem()); err != nil {
 		return err
 	}
 	if err := atomicfile.Write(filepath.Join(a.cfg.DataDir, CertFile), a.certPEM, 0o600); err != nil {
@@ -345,6 +344,28 @@ func (a *Agent) Renew(ctx context.Context) error {
 	a.log.Info("renewed the node certificate", "node", a.Identity, "serial", a.cert.SerialNumber.Text(16),
 		"notAfter", a.cert.NotAfter, "previousNotAfter", old.NotAfter)
 	return nil
+}
+
+func (a *Agent) renewControlPlane(ctx context.Context) (*v1.JoinResponse, error) {
+	hc, err := client(a.cfg.ControlPlaneURL, a.caPEM, a.certPEM, a.keyPEM, pki.RoleControlPlane)
+	if err != nil {
+		return nil, err
+	}
+	defer hc.CloseIdleConnections()
+	resp, err := bettercomputev1connect.NewJoinServiceClient(hc, a.cfg.ControlPlaneURL).Renew(ctx, connect.NewRequest(&v1.RenewRequest{}))
+	if err != nil {
+		return nil, site.FromConnect(renewOp, err)
+	}
+	return resp.Msg, nil
+}
+
+func (a *Agent) renewSite(ctx context.Context) (*v1.JoinResponse, error) {
+	hc, err := client(a.cfg.SiteURL, a.caPEM, a.certPEM, a.keyPEM, pki.RoleSite)
+	if err != nil {
+		return nil, err
+	}
+	defer hc.CloseIdleConnections()
+	return postRelay(ctx, hc, a.cfg.SiteURL, "/v1/renew", nil, renewOp)
 }
 
 // client is an HTTP client checking the server (of role want) against
@@ -391,30 +412,36 @@ func joinSite(ctx context.Context, base string, caPEM []byte, req *v1.JoinReques
 	if err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "encode the join request")
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/v1/join", bytes.NewReader(body))
+	return postRelay(ctx, hc, base, "/v1/join", body, joinOp)
+}
+
+// postRelay posts body to the site relay's path and decodes its
+// JoinResponse, or its JSON error.
+func postRelay(ctx context.Context, hc *http.Client, base, path string, body []byte, op string) (*v1.JoinResponse, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "build the join request")
+		return nil, errs.Wrap(errs.Internal, err, "build the request")
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	r, err := hc.Do(hr)
 	if err != nil {
-		return nil, errs.Wrap(errs.Unavailable, err, "cannot reach the site's relay").WithOp(joinOp)
+		return nil, errs.Wrap(errs.Unavailable, err, "cannot reach the site's relay").WithOp(op)
 	}
 	defer r.Body.Close()
 	out, err := io.ReadAll(io.LimitReader(r.Body, maxAnswer))
 	if err != nil {
-		return nil, errs.Wrap(errs.Unavailable, err, "cannot read the relay's answer").WithOp(joinOp)
+		return nil, errs.Wrap(errs.Unavailable, err, "cannot read the relay's answer").WithOp(op)
 	}
 	if r.StatusCode != http.StatusOK {
 		var e struct{ Kind, Error string }
 		if json.Unmarshal(out, &e) != nil || e.Kind == "" {
-			return nil, errs.New(errs.Unavailable, "the site's relay answered %s", r.Status).WithOp(joinOp)
+			return nil, errs.New(errs.Unavailable, "the site's relay answered %s", r.Status).WithOp(op)
 		}
-		return nil, errs.New(errs.Kind(e.Kind), "%s", e.Error).WithOp(joinOp)
+		return nil, errs.New(errs.Kind(e.Kind), "%s", e.Error).WithOp(op)
 	}
 	var resp v1.JoinResponse
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(out, &resp); err != nil {
-		return nil, errs.Wrap(errs.DriverError, err, "the relay's answer is not a JoinResponse").WithOp(joinOp)
+		return nil, errs.Wrap(errs.DriverError, err, "the relay's answer is not a JoinResponse").WithOp(op)
 	}
 	return &resp, nil
 }

@@ -196,8 +196,8 @@ func TestJoinRestartRenew(t *testing.T) {
 	}
 }
 
-// With --site, bcd node joins through its site agent's relay, which
-// forwards the join to the control plane; the site agent also serves the
+// With --site, bcd node joins and renews through its site agent's relay,
+// which forwards both to the control plane; the site agent also serves the
 // node's published artifacts at the URL Publish named.
 func TestJoinThroughTheSite(t *testing.T) {
 	w := newWorld(t)
@@ -226,6 +226,18 @@ func TestJoinThroughTheSite(t *testing.T) {
 	}
 	if role, id, err := w.ca.Verify(a.Certificate()); err != nil || role != pki.RoleNode || id != w.node {
 		t.Errorf("joined through the site as %s %s (%v), want node %s", role, id, err, w.node)
+	}
+	// Renewed through the site too, 25 of 30 days later.
+	cfg.TokenFile, cfg.Now = "", func() time.Time { return time.Now().Add(25 * 24 * time.Hour) }
+	later, err := nodeagent.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := later.RenewIfDue(ctx); err != nil || later.Certificate().SerialNumber.Cmp(a.Certificate().SerialNumber) == 0 {
+		t.Fatalf("RenewIfDue(--site, 25 days later) = %v, want a new certificate", err)
+	}
+	if role, id, err := w.ca.Verify(later.Certificate()); err != nil || role != pki.RoleNode || id != w.node {
+		t.Errorf("renewed through the site as %s %s (%v), want node %s", role, id, err, w.node)
 	}
 
 	// The site agent said where it serves artifacts; a published one is

@@ -210,14 +210,15 @@ func TestRelayRefusesWithoutRamdiskCertificate(t *testing.T) {
 	}{
 		{"no certificate", ramdiskClient(t, cp, "", ""), http.StatusUnauthorized},
 		{"ramdisk without node identity", ramdiskClient(t, cp, pki.RoleRamdisk, "host-1"), http.StatusForbidden},
+		{"an installed machine (it only renews)", ramdiskClient(t, cp, pki.RoleNode, "node_01k5w000000000000000000001"), http.StatusForbidden},
 	}
 	for _, tt := range tests {
 		if status, body := call(t, tt.c, http.MethodGet, a.RelayURL()+"/v1/commands/next?wait=0s", nil); status != tt.wantStatus {
 			t.Errorf("next with %s = %d %s, want %d", tt.name, status, body, tt.wantStatus)
 		}
 	}
-	// Any role but a ramdisk's is refused at the handshake.
-	for _, role := range []pki.Role{pki.RoleSite, pki.RoleControlPlane, pki.RoleNode} {
+	// Any role but a ramdisk's or a node's is refused at the handshake.
+	for _, role := range []pki.Role{pki.RoleSite, pki.RoleControlPlane} {
 		if resp, err := ramdiskClient(t, cp, role, "x-1").Get(a.RelayURL() + "/v1/commands/next?wait=0s"); err == nil {
 			resp.Body.Close()
 			t.Errorf("next with a %s certificate = %s, want the handshake refused", role, resp.Status)

@@ -37,8 +37,9 @@ func (a *Agent) serve(bootLn, relayLn net.Listener) error {
 		GetCertificate: a.id.certs.servingCert, // the current one: a renewal replaces it
 		ClientAuth:     tls.VerifyClientCertIfGiven,
 		ClientCAs:      a.id.caPool,
-		// Ramdisks join without a certificate, then present a ramdisk's.
-		VerifyConnection: pki.VerifyPeer(a.id.trustDomain, pki.Want{Roles: []pki.Role{pki.RoleRamdisk}, Optional: true}),
+		// Ramdisks join without a certificate, then present a ramdisk's;
+		// installed machines renew with a node's (handlers check the role).
+		VerifyConnection: pki.VerifyPeer(a.id.trustDomain, pki.Want{Roles: []pki.Role{pki.RoleRamdisk, pki.RoleNode}, Optional: true}),
 	}
 	params := boot.Params{BootURL: a.bootURL, RelayURL: a.relayURL, CAFingerprint: a.id.caFingerprint}
 	bootMux := http.NewServeMux()

@@ -17,7 +17,7 @@ func nodeCommand(flags ...cli.Flag) *cli.Command {
 			"(the file is removed after), keeps its node certificate in the data dir and renews it",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "control-plane", Usage: "the control plane's agents listener, https://host:7781 (joins and renewals)"},
-			&cli.StringFlag{Name: "site", Usage: "the site agent's relay, https://host:8443: joins through the site when the control plane is not reachable"},
+			&cli.StringFlag{Name: "site", Usage: "the site agent's relay, https://host:8443: joins and renews through the site when the control plane is not reachable"},
 			&cli.StringFlag{Name: "ca-file", Required: true, Usage: "the project CA certificate (pki/ca.crt)"},
 			&cli.StringFlag{Name: "token-file", Value: "/etc/bcd/join-token", Usage: "the provisioned token (first start only)"},
 			&cli.StringFlag{Name: "data-dir", Value: "/var/lib/bcd-node"},

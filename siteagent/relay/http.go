@@ -34,12 +34,14 @@ const DefaultWait = 25 * time.Second
 //	GET  /v1/commands/next?wait=25s  the node's next kinds.Command; 204 when none
 //	POST /v1/commands/{id}/progress  a kinds.Progress
 //	POST /v1/commands/{id}/result    a kinds.Result
+//	POST /v1/renew                   a bcd node's renewal, proxied (→ protojson JoinResponse)
 //
-// All but /v1/join need a verified client certificate of role ramdisk. Errors
-// are JSON {"kind": …, "error": …}.
+// The commands need a verified client certificate of role ramdisk, a
+// renewal one of role node. Errors are JSON {"kind": …, "error": …}.
 func (r *Relay) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/join", r.serveJoin)
+	mux.HandleFunc("POST /v1/renew", r.serveRenew)
 	mux.HandleFunc("GET /v1/commands/next", r.withNode(r.serveNext))
 	mux.HandleFunc("POST /v1/commands/{id}/progress", r.withNode(r.serveProgress))
 	mux.HandleFunc("POST /v1/commands/{id}/result", r.withNode(r.serveResult))

@@ -25,12 +25,18 @@ import (
 // JoinFunc forwards a ramdisk's join to the control plane's JoinService.
 type JoinFunc func(ctx context.Context, req *v1.JoinRequest) (*v1.JoinResponse, error)
 
+// RenewFunc forwards the renewal of an installed machine's node
+// certificate (PEM), whose key the relay saw it hold, to the control plane.
+type RenewFunc func(ctx context.Context, certPEM []byte) (*v1.JoinResponse, error)
+
 // Config configures a Relay.
 type Config struct {
 	// TrustDomain is the SPIFFE trust domain of the ramdisks' certificates.
 	TrustDomain string
 	// Join forwards POST /v1/join; nil answers UNSUPPORTED.
 	Join JoinFunc
+	// Renew forwards POST /v1/renew; nil answers UNSUPPORTED.
+	Renew RenewFunc
 	// KeepResults is how long an unclaimed result (or an answered-to-nobody
 	// command) is kept; one hour when zero.
 	KeepResults time.Duration
