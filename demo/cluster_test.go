@@ -60,7 +60,7 @@ func TestTemporalCluster(t *testing.T) {
 	c := startCluster(ctx, t, bc, dir)
 	t.Logf("cluster up (%d processes) after %s", len(c.procs), time.Since(began).Round(100*time.Millisecond))
 
-	img := newImageSource(t, dir, 8<<20)
+	img := newImageSource(t, dir, 64<<20) // deploy.image takes a moment
 	api := c.api(t, "api-2")
 	fx := registerSite(ctx, t, api, dir, img)
 	agent := startAgent(ctx, t, "https://"+c.addr("AGENTS_1_PORT"), filepath.Join(c.dataDir, "pki", "ca.crt"), fx.TokenFile, dir, filepath.Join(dir, "site-agent.log"))
@@ -77,13 +77,12 @@ func TestTemporalCluster(t *testing.T) {
 		if _, err := api.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: crashProfile, ProfileVersion: 1})); err != nil {
 			t.Fatalf("round %d: metal.deploy = %v", r, err)
 		}
-		time.Sleep(500 * time.Millisecond)
-		state, last := nodeProgress(ctx, t, api, id)
+		last := waitInFlight(ctx, t, api, id)
 		killed := time.Now()
 		for _, name := range clusterKills[r] {
 			c.procs[name].kill9()
 		}
-		t.Logf("round %d: killed -9 %s while the node was %s (last command %s)", r, strings.Join(clusterKills[r], ", "), state, last)
+		t.Logf("round %d: killed -9 %s while the node was deploying, %s", r, strings.Join(clusterKills[r], ", "), last)
 		api = c.api(t, "api-1") // the load balancer's turn: api-2 is gone
 		if err := waitState(ctx, api, id, "deployed", 3*time.Minute); err != nil {
 			t.Fatalf("round %d: %v\n%s", r, err, c.tails())
@@ -302,19 +301,31 @@ func (c *clusterRun) tails() string {
 	return b.String()
 }
 
-// nodeProgress is the node's state and its last command.
-func nodeProgress(ctx context.Context, t *testing.T, api *demo.Client, id string) (string, string) {
+// waitInFlight waits until the node is deploying with a command of the
+// deploy sent and not yet answered: the moment to kill.
+func waitInFlight(ctx context.Context, t *testing.T, api *demo.Client, id string) string {
 	t.Helper()
-	n, err := api.Metal.Get(ctx, connect.NewRequest(&v1.GetNodeRequest{Id: id}))
-	if err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		n, err := api.Metal.Get(ctx, connect.NewRequest(&v1.GetNodeRequest{Id: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Msg.Node.State == "deployed" {
+			t.Fatalf("the deploy finished before a command of it was seen in flight")
+		}
+		cmds, err := commandsOf(ctx, api, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cmds) == 0 || n.Msg.Node.State != "deploying" {
+			continue
+		}
+		if c := cmds[len(cmds)-1]; c.Status == "sent" {
+			return fmt.Sprintf("%s %s", c.Step, c.Status)
+		}
 	}
-	cmds, err := commandsOf(ctx, api, id)
-	if err != nil || len(cmds) == 0 {
-		return n.Msg.Node.State, "none"
-	}
-	last := cmds[len(cmds)-1]
-	return n.Msg.Node.State, last.Kind + " " + last.Status
+	t.Fatalf("no command of the deploy was in flight within a minute")
+	return ""
 }
 
 // checkOneRunEach: the node has one enroll, and one deploy and one
