@@ -37,7 +37,7 @@ func (s join) Announce(ctx context.Context, r *connect.Request[v1.AnnounceReques
 	if err := s.store.SetSiteBMCDrivers(ctx, site, slices.Compact(drivers)); err != nil {
 		return nil, err
 	}
-	if err := s.store.PublishSteps(ctx, site, steps); err != nil {
+	if err := s.store.PublishSteps(ctx, site, "", steps); err != nil {
 		return nil, err
 	}
 	s.log.InfoContext(ctx, "site agent announced", "site", site, "bmcDrivers", drivers, "steps", len(steps))

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
@@ -17,15 +18,15 @@ type published struct {
 	// reg is the API's own steps (built-ins and its plugins) and the
 	// published steps it lacks.
 	reg *sdk.Registry
-	// controlPlane is what the control plane's worker published; nil: it
-	// published nothing (a worker from before), not checked.
+	// controlPlane is what the control-plane workers published; nil: none
+	// published anything (a worker from before), not checked.
 	controlPlane map[string]bool
 	// sites is what each site's agent announced, by site id; a site absent
 	// from it announced no steps (an agent from before), not checked.
 	sites map[string]map[string]bool
 }
 
-// publishedSteps reads what the control plane's worker and the agents of
+// publishedSteps reads what the control-plane workers and the agents of
 // the tenant's (and the operator's) sites published, and builds the
 // registry its profiles are resolved against.
 func (s *Server) publishedSteps(ctx context.Context, tenant string) (published, error) {
@@ -98,7 +99,7 @@ func (s *Server) resolveProfile(ctx context.Context, tenant string, doc provisio
 }
 
 // unserved names the steps no running worker serves: a control-plane step
-// the control plane's worker did not publish, and (without a node) a site
+// no control-plane worker published, and (without a node) a site
 // or ramdisk step no site's agent announced; with a node, Resolve checked
 // its own site.
 func (p published) unserved(steps []provision.Step, t *sdk.Target) []provision.Problem {
@@ -113,7 +114,7 @@ func (p published) unserved(steps []provision.Step, t *sdk.Target) []provision.P
 		case st.RunsOn == sdk.ControlPlane:
 			if p.controlPlane != nil && !p.controlPlane[st.ID] {
 				out = append(out, provision.Problem{Field: f, Message: fmt.Sprintf(
-					"the control plane's worker does not serve %s: run a serve built with the plugin that registers it", st.ID)})
+					"no control-plane worker serves %s: run a worker built with the plugin that registers it", st.ID)})
 			}
 		case t == nil && len(p.sites) > 0 && !p.anySite(st.ID):
 			out = append(out, provision.Problem{Field: f, Message: fmt.Sprintf(
@@ -159,8 +160,9 @@ func (s *Server) missingImages(ctx context.Context, tenant string, reg *sdk.Regi
 
 // PublishControlPlaneSteps publishes the control-plane steps of reg, the
 // registry a control plane's worker runs (nil: the built-ins), replacing
-// what was published before, so profiles are resolved against them; the
-// worker calls it at each start.
+// what a worker with the same plugins published before, so profiles are
+// resolved against them; the worker calls it at each start. Workers built
+// with other plugins (a plugin author's beside serve) keep theirs.
 func PublishControlPlaneSteps(ctx context.Context, st *store.Store, reg *sdk.Registry) error {
 	if reg == nil {
 		reg = builtins
@@ -171,7 +173,7 @@ func PublishControlPlaneSteps(ctx context.Context, st *store.Store, reg *sdk.Reg
 			cp = append(cp, s)
 		}
 	}
-	return st.PublishSteps(ctx, "", cp)
+	return st.PublishSteps(ctx, "", strings.Join(reg.Plugins(), ","), cp)
 }
 
 // targetOf is what a profile is checked against before a verb runs it on

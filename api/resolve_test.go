@@ -150,7 +150,7 @@ func TestProfilesResolveAgainstPublishedSteps(t *testing.T) {
 	if code, out := a.call(a.root, profCreate, mount); kindOf(out) != "INVALID_INPUT" || field(out) != "profile.steps[0].use" {
 		t.Errorf("profiles.create(plugin steps nobody publishes) = %d %v, want INVALID_INPUT naming profile.steps[0].use", code, out)
 	}
-	if err := a.store.PublishSteps(ctx, "", []sdk.Step{acmeRender, acmeProbe}); err != nil {
+	if err := a.store.PublishSteps(ctx, "", "acme", []sdk.Step{acmeRender, acmeProbe}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.announceSteps(t, a.site, []string{"media.insert"}, acmeMount); err != nil {
@@ -223,7 +223,7 @@ func TestDeployRefusesWhatTheNodeCannotRun(t *testing.T) {
 	if err := a.announceSteps(t, other.ID, nil, acmeMount); err != nil { // acme.mount runs on the other site only
 		t.Fatal(err)
 	}
-	if err := a.store.PublishSteps(ctx, "", []sdk.Step{acmeRender}); err != nil {
+	if err := a.store.PublishSteps(ctx, "", "acme", []sdk.Step{acmeRender}); err != nil {
 		t.Fatal(err)
 	}
 	poolBcd, _ := a.store.CreatePool(ctx, store.Pool{TenantID: "root", SiteID: a.site, Class: "c", Agent: "bcd"})
@@ -306,8 +306,9 @@ func errorField(err error) string {
 	return ""
 }
 
-// TestPublishControlPlaneSteps: the control plane's worker publishes its
-// registry's control-plane steps only, replacing what it published before.
+// TestPublishControlPlaneSteps: a control-plane worker publishes its
+// registry's control-plane steps only, replacing what a worker with the same
+// plugins published before; a worker with other plugins keeps its own.
 func TestPublishControlPlaneSteps(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -316,7 +317,10 @@ func TestPublishControlPlaneSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.store.PublishSteps(ctx, "", []sdk.Step{acmeProbe}); err != nil {
+	if err := e.store.PublishSteps(ctx, "", "better-compute,acme", []sdk.Step{acmeProbe}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.PublishSteps(ctx, "", "better-compute,other", []sdk.Step{acmeRender}); err != nil {
 		t.Fatal(err)
 	}
 	if err := api.PublishControlPlaneSteps(ctx, e.store, reg); err != nil {
@@ -328,15 +332,16 @@ func TestPublishControlPlaneSteps(t *testing.T) {
 	}
 	var got []string
 	for _, r := range rows {
-		got = append(got, r.SiteID+"/"+r.StepID)
+		got = append(got, r.SiteID+"/"+r.Worker+"/"+r.StepID)
 	}
 	var want []string
 	for _, s := range reg.Steps() {
 		if s.RunsOn == sdk.ControlPlane {
-			want = append(want, "/"+s.ID)
+			want = append(want, "/better-compute,acme/"+s.ID)
 		}
 	}
-	if !slices.Equal(got, want) || !slices.Contains(got, "/acme.render") {
+	want = append(want, "/better-compute,other/acme.render")
+	if !slices.Equal(got, want) || !slices.Contains(got, "/better-compute,acme/acme.render") {
 		t.Errorf("published steps = %v, want the control-plane steps %v", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -10,7 +11,8 @@ import (
 )
 
 // TestPublishSteps: a worker's published steps replace what it published
-// before, the control plane's and each site's apart; a tenant reads the
+// before, each site's and each control-plane worker's (by its plugins)
+// apart; a tenant reads the
 // control plane's and its own sites', not another tenant's.
 func TestPublishSteps(t *testing.T) {
 	t.Parallel()
@@ -20,15 +22,17 @@ func TestPublishSteps(t *testing.T) {
 	siteB, _, _ := s.CreateSite(ctx, store.Site{TenantID: "b", Kind: "shared", Region: "r"})
 	step := func(id string, on sdk.RunsOn) sdk.Step { return sdk.Step{ID: id, RunsOn: on, Timeout: time.Minute} }
 	for _, p := range []struct {
-		site  string
-		steps []sdk.Step
+		site, worker string
+		steps        []sdk.Step
 	}{
-		{"", []sdk.Step{step("acme.render", sdk.ControlPlane)}},
-		{siteA.ID, []sdk.Step{step("acme.old", sdk.Site)}},
-		{siteA.ID, []sdk.Step{step("acme.mount", sdk.Site), step("acme.flash", sdk.Ramdisk)}}, // replaces acme.old
-		{siteB.ID, []sdk.Step{step("other.x", sdk.Site)}},
+		{"", "bc,acme", []sdk.Step{step("acme.old", sdk.ControlPlane)}},
+		{"", "bc,acme", []sdk.Step{step("acme.render", sdk.ControlPlane)}}, // replaces acme.old
+		{"", "bc", []sdk.Step{step("wait.joined", sdk.ControlPlane)}},      // another worker: kept apart
+		{siteA.ID, "", []sdk.Step{step("acme.old", sdk.Site)}},
+		{siteA.ID, "", []sdk.Step{step("acme.mount", sdk.Site), step("acme.flash", sdk.Ramdisk)}}, // replaces acme.old
+		{siteB.ID, "", []sdk.Step{step("other.x", sdk.Site)}},
 	} {
-		if err := s.PublishSteps(ctx, p.site, p.steps); err != nil {
+		if err := s.PublishSteps(ctx, p.site, p.worker, p.steps); err != nil {
 			t.Fatalf("PublishSteps(%q) = %v", p.site, err)
 		}
 	}
@@ -38,16 +42,16 @@ func TestPublishSteps(t *testing.T) {
 	}
 	var names []string
 	for _, p := range got {
-		names = append(names, p.SiteID+"/"+p.StepID)
+		names = append(names, p.SiteID+"/"+p.Worker+"/"+p.StepID)
 		if st, err := sdk.DecodeDescriptor(p.Descriptor); err != nil || st.ID != p.StepID || st.Timeout != time.Minute {
 			t.Errorf("stored descriptor of %s = %s (%v), want the step's", p.StepID, p.Descriptor, err)
 		}
 	}
-	want := []string{"/acme.render", siteA.ID + "/acme.flash", siteA.ID + "/acme.mount"}
-	if len(names) != len(want) || names[0] != want[0] || names[1] != want[1] || names[2] != want[2] {
+	want := []string{"/bc/wait.joined", "/bc,acme/acme.render", siteA.ID + "//acme.flash", siteA.ID + "//acme.mount"}
+	if !slices.Equal(names, want) {
 		t.Errorf("PublishedSteps(a) = %v, want %v", names, want)
 	}
-	if err := s.PublishSteps(ctx, "site_01k5w0000000000000000000zz", []sdk.Step{step("acme.mount", sdk.Site)}); !errs.Is(err, errs.NotFound) {
+	if err := s.PublishSteps(ctx, "site_01k5w0000000000000000000zz", "", []sdk.Step{step("acme.mount", sdk.Site)}); !errs.Is(err, errs.NotFound) {
 		t.Errorf("PublishSteps(unknown site) = %v, want NOT_FOUND", err)
 	}
 }
