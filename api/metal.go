@@ -181,10 +181,10 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 	if err != nil {
 		return nil, err
 	}
-	if err := nodestate.CheckVerb(v, n.State); err != nil {
+	if err := wf.CheckVerb(v, n.State); err != nil {
 		return nil, err
 	}
-	spec := wf.Verbs[v]
+	spec, _ := wf.VerbOf(v)
 	in.TenantID, in.NodeID = n.TenantID, n.ID
 	profile := spec.Profile
 	if profile == "" {

@@ -87,7 +87,8 @@ func Check(from, to State) error {
 	return errs.New(errs.InvalidState, "a node in state %s cannot move to %s", from, to)
 }
 
-// Verb is an operation an operator starts on a node.
+// Verb is an operation an operator starts on a node. The verb table (its
+// workflow, profile and the states it may start from) is workflows.Verbs.
 type Verb string
 
 const (
@@ -104,37 +105,6 @@ const (
 	Abort    Verb = "abort"
 	Power    Verb = "power"
 )
-
-// verbs says from which states each verb may start. Abort is special: it
-// acts on a running workflow, whatever the state.
-var verbs = map[Verb][]State{
-	Enroll:   {Enrolling}, // runs once, on the node enrollment just created
-	Manage:   {Ready, Failed},
-	Inspect:  {Ready, Manageable},
-	Provide:  {Manageable},
-	Deploy:   {Ready},
-	Undeploy: {Deployed},
-	RescueV:  {Deployed},
-	Unrescue: {Rescue},
-	Recover:  {Failed},
-	Retire:   {Ready, Failed, Enrolling, Adopting, Adopted, Manageable},
-	Power:    {Ready, Manageable, Deployed, Rescue, Failed},
-}
-
-// CheckVerb returns INVALID_STATE, naming the states that allow it, unless
-// verb may start on a node in state s.
-func CheckVerb(v Verb, s State) error {
-	allowed := verbs[v]
-	if slices.Contains(allowed, s) {
-		return nil
-	}
-	names := make([]string, len(allowed))
-	for i, a := range allowed {
-		names[i] = string(a)
-	}
-	return errs.New(errs.InvalidState, "%s needs a node in state %s; this node is %s",
-		v, strings.Join(names, " or "), s)
-}
 
 // Parse returns the state named s.
 func Parse(s string) (State, error) {

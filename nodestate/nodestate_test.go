@@ -3,8 +3,6 @@ package nodestate
 import (
 	"strings"
 	"testing"
-
-	"github.com/better-compute/better-compute/errs"
 )
 
 // TestTableIsClosed walks the whole table: every target is a state, retired
@@ -63,34 +61,6 @@ func TestLifecyclePath(t *testing.T) {
 		if !CanTransition(path[i-1], path[i]) {
 			t.Errorf("CanTransition(%s, %s) = false, want true", path[i-1], path[i])
 		}
-	}
-}
-
-func TestCheckVerb(t *testing.T) {
-	t.Parallel()
-	for v, allowed := range verbs {
-		for _, s := range States() {
-			err := CheckVerb(v, s)
-			ok := false
-			for _, a := range allowed {
-				ok = ok || a == s
-			}
-			if ok != (err == nil) {
-				t.Errorf("CheckVerb(%s, %s) = %v, want allowed=%v", v, s, err, ok)
-			}
-			if err != nil && (!errs.Is(err, errs.InvalidState) || !strings.Contains(err.Error(), string(s))) {
-				t.Errorf("CheckVerb(%s, %s) = %v, want INVALID_STATE naming the state", v, s, err)
-			}
-		}
-	}
-	// The spec: retire works from ready, failed, enrolling, adopting or adopted.
-	for _, s := range []State{Ready, Failed, Enrolling, Adopting, Adopted} {
-		if err := CheckVerb(Retire, s); err != nil {
-			t.Errorf("CheckVerb(retire, %s) = %v, want nil", s, err)
-		}
-	}
-	if err := CheckVerb(Retire, Deployed); err == nil {
-		t.Errorf("CheckVerb(retire, deployed) = nil, want INVALID_STATE (undeploy first)")
 	}
 }
 

@@ -17,28 +17,9 @@ import (
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
-// Workflows maps each workflow name to its function.
-func Workflows() map[string]any {
-	return map[string]any{
-		wf.Enroll:   wf.EnrollWorkflow,
-		wf.Manage:   wf.ManageWorkflow,
-		wf.Inspect:  wf.InspectWorkflow,
-		wf.Provide:  wf.ProvideWorkflow,
-		wf.Deploy:   wf.DeployWorkflow,
-		wf.Undeploy: wf.UndeployWorkflow,
-		wf.Rescue:   wf.RescueWorkflow,
-		wf.Unrescue: wf.UnrescueWorkflow,
-		wf.Recover:  wf.RecoverWorkflow,
-		wf.Retire:   wf.RetireWorkflow,
-		wf.Power:    wf.PowerWorkflow,
-		// Not a verb: checks and saves a node's BMC settings (metal.update).
-		wf.UpdateBMC: wf.UpdateBMCWorkflow,
-	}
-}
-
 // RegisterWorkflows registers every workflow on r (a worker or a replayer).
 func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
-	for name, f := range Workflows() {
+	for name, f := range wf.Workflows() {
 		r.RegisterWorkflowWithOptions(f, workflow.RegisterOptions{Name: name})
 	}
 }

@@ -25,7 +25,7 @@ func verb(ctx workflow.Context, in Input, v nodestate.Verb, body func(r *run) (*
 	if err != nil {
 		return Result{}, err
 	}
-	if err := nodestate.CheckVerb(v, r.state); err != nil {
+	if err := CheckVerb(v, r.state); err != nil {
 		return Result{}, errs.ToTemporal(err)
 	}
 	defer func() {

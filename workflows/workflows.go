@@ -41,24 +41,6 @@ const (
 	ProfilePower         = "metal-power"
 )
 
-// Verbs maps each verb to its workflow, the built-in profile it runs (""
-// for deploy: the user's), and the state it works in.
-var Verbs = map[nodestate.Verb]struct {
-	Workflow, Profile string
-}{
-	nodestate.Enroll:   {Enroll, ProfileEnroll},
-	nodestate.Manage:   {Manage, ProfileManage},
-	nodestate.Inspect:  {Inspect, ProfileInspection},
-	nodestate.Provide:  {Provide, ProfileCommissioning},
-	nodestate.Deploy:   {Deploy, ""},
-	nodestate.Undeploy: {Undeploy, ProfileRelease},
-	nodestate.RescueV:  {Rescue, ProfileRescue},
-	nodestate.Unrescue: {Unrescue, ProfileUnrescue},
-	nodestate.Recover:  {Recover, ProfileCommissioning},
-	nodestate.Retire:   {Retire, ProfileRetire},
-	nodestate.Power:    {Power, ProfilePower},
-}
-
 // WorkflowID is the id of every lifecycle workflow of a node: one operation
 // per node at a time, because Temporal runs one open workflow per id.
 func WorkflowID(nodeID string) string { return "metal/" + nodeID }
