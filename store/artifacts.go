@@ -23,11 +23,11 @@ type Artifact struct {
 	ExpiresAt                          time.Time
 }
 
-// PublishArtifactTx stores an artifact in the caller's transaction and
-// returns where the artifact's site serves artifacts (its boot listener's
-// base URL). FAILED_PRECONDITION-like INVALID_STATE when the site's agent
-// has not said where it serves them yet.
-func PublishArtifactTx(ctx context.Context, tx pgx.Tx, a Artifact, data []byte) (string, error) {
+// PublishArtifactTx stores an artifact in the caller's transaction, deletes
+// a few that expired by now, and returns where the artifact's site serves
+// artifacts (its boot listener's base URL). INVALID_STATE when the site's
+// agent has not said where it serves them yet.
+func PublishArtifactTx(ctx context.Context, tx pgx.Tx, a Artifact, data []byte, now time.Time) (string, error) {
 	const op = "store.PublishArtifact"
 	if len(data) > MaxArtifactBytes {
 		return "", errs.Invalid("data", "an artifact holds at most %d bytes, got %d", MaxArtifactBytes, len(data)).WithOp(op)
@@ -42,6 +42,12 @@ func PublishArtifactTx(ctx context.Context, tx pgx.Tx, a Artifact, data []byte) 
 	}
 	if base == "" {
 		return "", errs.New(errs.InvalidState, "site %s's agent has not said where it serves artifacts; start its bcd site (this version or later) and try again", a.SiteID).WithOp(op)
+	}
+	// Expired files go as new ones come: a few at a time, skipping rows
+	// another publish is deleting, so no publish waits on another.
+	if _, err := tx.Exec(ctx, `DELETE FROM artifacts WHERE id IN (
+		SELECT id FROM artifacts WHERE expires_at <= $1 LIMIT 16 FOR UPDATE SKIP LOCKED)`, now); err != nil {
+		return "", dbError(op, err)
 	}
 	_, err = tx.Exec(ctx, `
 		INSERT INTO artifacts (id, tenant_id, site_id, node_id, name, sha256, bytes, expires_at)
@@ -65,12 +71,6 @@ func (s *Store) SiteArtifact(ctx context.Context, siteID, id string, now time.Ti
 		return Artifact{}, nil, notFound("artifact", id).WithOp(op)
 	}
 	return a, data, dbError(op, err)
-}
-
-// DeleteExpiredArtifacts deletes the artifacts expired before now.
-func (s *Store) DeleteExpiredArtifacts(ctx context.Context, now time.Time) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM artifacts WHERE expires_at <= $1`, now)
-	return tag.RowsAffected(), dbError("store.DeleteExpiredArtifacts", err)
 }
 
 // SetArtifactsURL records where site's agent serves artifacts (its boot

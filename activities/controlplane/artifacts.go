@@ -71,7 +71,7 @@ func (p ArtifactStore) Publish(ctx context.Context, tx pgx.Tx, node sdk.Node, na
 	sum := sha256.Sum256(data)
 	a := store.Artifact{ID: artifactIDs.EncodeToString(b[:]), TenantID: node.TenantID, SiteID: site, NodeID: node.ID,
 		Name: name, SHA256: hex.EncodeToString(sum[:]), ExpiresAt: now().Add(ttl)}
-	base, err := store.PublishArtifactTx(ctx, tx, a, data)
+	base, err := store.PublishArtifactTx(ctx, tx, a, data, now())
 	if err != nil {
 		return "", err
 	}

@@ -161,6 +161,15 @@ func TestPublishArtifact(t *testing.T) {
 		if _, _, err := f.s.SiteArtifact(t.Context(), f.site, id, f.now.Add(time.Hour)); !errs.Is(err, errs.NotFound) {
 			t.Errorf("SiteArtifact(expired) = %v, want NOT_FOUND", err)
 		}
+		// The next publish once it expired deletes it.
+		f.now = f.now.Add(time.Hour)
+		if _, err := publish(true); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := f.s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM artifacts WHERE id = $1`, id).Scan(&n); err != nil || n != 0 {
+			t.Errorf("the expired artifact's rows after the next publish = %d, %v, want 0", n, err)
+		}
 	}
 	for _, bad := range []struct {
 		name  string
