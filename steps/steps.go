@@ -30,8 +30,8 @@ const (
 
 // Builtins returns the built-in steps as a plugin.
 func Builtins() sdk.Plugin {
-	// Other files of this package add their steps here (E: wait.agentJoined
-	// from agentjoined.go), one function each returning its step.
+	// One function a step, each in the file of its concern (agentJoined:
+	// agentjoined.go).
 	list := []sdk.Step{deployImage(), bootKexec(), setPower(), setBootDevice(), mediaInsert(), mediaEject(), agentJoined()}
 	return sdk.Plugin{ID: PluginID, Steps: list}
 }
