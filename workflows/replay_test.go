@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -28,6 +29,12 @@ const (
 	canceled  = enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
 )
 
+type replay struct {
+	file, workflow string
+	activities     int
+	end            enumspb.EventType
+}
+
 // replayed is every recorded history TestReplay replays: the run's file,
 // workflow type, scheduled activities (local activities aside) and last
 // event. Each workflow type the control plane's worker registers has a
@@ -35,11 +42,7 @@ const (
 // of today's code and one recorded at the parent of the commit that
 // introduced the marker (the "-pre-" files), which only the marker's
 // DefaultVersion branch replays.
-var replayed = []struct {
-	file, workflow string
-	activities     int
-	end            enumspb.EventType
-}{
+var replayed = []replay{
 	// Recorded at 3a11b55, before any GetVersion marker.
 	{"enroll-3a11b55.json", wf.Enroll, 16, completed},
 	{"deploy-3a11b55.json", wf.Deploy, 15, completed},
@@ -116,6 +119,17 @@ func TestReplay(t *testing.T) {
 				t.Errorf("ReplayWorkflowHistory(%s) = %v", tc.file, err)
 			}
 		})
+	}
+}
+
+// TestReplayCoversEveryWorkflow: each workflow the control plane's worker
+// registers has a completed recorded run in TestReplay's table, so a new
+// workflow type comes with its history.
+func TestReplayCoversEveryWorkflow(t *testing.T) {
+	for name := range wf.Workflows() {
+		if !slices.ContainsFunc(replayed, func(r replay) bool { return r.workflow == name && r.end == completed }) {
+			t.Errorf("no completed %s history in TestReplay's table: record one (record_test.go)", name)
+		}
 	}
 }
 
