@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 
 	"connectrpc.com/connect"
 	"go.temporal.io/api/workflowservice/v1"
@@ -15,16 +14,12 @@ import (
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/provision"
 	"github.com/better-compute/better-compute/sdk"
-	"github.com/better-compute/better-compute/steps"
 	"github.com/better-compute/better-compute/store"
 )
 
-// builtinRegistry is the registry render resolves against: the built-in
-// steps. (What workers publish joins it when the API resolves against them.)
-var builtinRegistry = sync.OnceValues(func() (*sdk.Registry, error) { return steps.Registry() })
-
 // Render resolves a profile the tenant may read into the plan a deploy
-// runs: each step, where it runs, its inputs after defaults, its timeout,
+// runs, as validate resolves it (against the steps the running workers
+// serve and its owner's catalog): each step, where it runs, its inputs after defaults, its timeout,
 // whether it may run again, and the earlier step its fromStep names.
 func (s profiles) Render(ctx context.Context, req *connect.Request[v1.RenderProfileRequest]) (*connect.Response[v1.RenderProfileResponse], error) {
 	if req.Msg.ProfileVersion < 1 {
@@ -38,11 +33,10 @@ func (s profiles) Render(ctx context.Context, req *connect.Request[v1.RenderProf
 	if err := json.Unmarshal(p.Document, &doc); err != nil {
 		return nil, fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
 	}
-	reg, err := builtinRegistry()
+	plan, problems, err := s.resolveProfile(ctx, p.TenantID, doc, nil)
 	if err != nil {
-		return nil, fmt.Errorf("the built-in steps do not register: %w", err)
+		return nil, err
 	}
-	plan, problems := reg.Resolve(doc.Steps, nil)
 	if len(problems) > 0 {
 		return nil, errs.Invalid("profile."+problems[0].Field, "profile %s v%d does not resolve: %s (profiles validate lists every problem)",
 			p.ID, p.Version, problems[0].Message)

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
@@ -18,6 +19,7 @@ import (
 	"github.com/better-compute/better-compute/ids"
 	"github.com/better-compute/better-compute/internal/testpg"
 	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/store"
 )
 
@@ -126,6 +128,20 @@ func TestProfilesAcrossTenants(t *testing.T) {
 	if second["use"] != "management.setBootDevice" || second["runsOn"] != "site" || second["retrySafe"] != true ||
 		second["timeoutSeconds"] != "120" || with["device"] != "pxe" || with["persistent"] != false {
 		t.Errorf("profiles.render step 1 = %v, want setBootDevice on site, retrySafe, 120s, with device pxe and the default persistent false", second)
+	}
+	// A plugin's step the control plane's worker published feeds media.insert.
+	iso := sdk.Step{ID: "acme.iso", RunsOn: sdk.ControlPlane, Timeout: 5 * time.Minute, Outputs: []string{"url"}}
+	if err := s.PublishSteps(ctx, "", "acme", []sdk.Step{iso}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok(e.root, profCreate, `{"profile":{"id":"iso","version":1,"target":"metal","role":"host","steps":[{"use":"acme.iso"},`+
+		`{"use":"media.insert","with":{"fromStep":"acme.iso"}}]}}`)
+	r = e.ok(e.root, profRender, `{"id":"iso","profileVersion":1}`)
+	st, _ = r["steps"].([]any)
+	if len(st) != 2 || st[0].(map[string]any)["runsOn"] != "control-plane" || st[0].(map[string]any)["retrySafe"] != nil ||
+		st[0].(map[string]any)["timeoutSeconds"] != "300" || st[1].(map[string]any)["fromStep"] != "acme.iso" ||
+		fmt.Sprint(st[1].(map[string]any)["fromFields"]) != "[url]" {
+		t.Errorf("profiles.render iso = %v, want acme.iso on the control plane, 300s, not retrySafe, then media.insert reading url from it", r)
 	}
 	if code, out := e.call(e.root, profRender, `{"id":"cycle"}`); kindOf(out) != "INVALID_INPUT" || field(out) != "profileVersion" {
 		t.Errorf("profiles.render without a version = %d %v, want INVALID_INPUT profileVersion", code, out)
