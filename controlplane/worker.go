@@ -1,11 +1,14 @@
 package controlplane
 
 import (
+	"context"
 	"log/slog"
+	"time"
 
 	"go.temporal.io/sdk/log"
 
 	"github.com/better-compute/better-compute/activities/controlplane"
+	"github.com/better-compute/better-compute/api"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/steps"
 	"github.com/better-compute/better-compute/worker"
@@ -28,6 +31,13 @@ func (cp *ControlPlane) startWorker() error {
 	}
 	if err := w.Start(); err != nil {
 		return errs.Wrap(errs.Unavailable, err, "start the control-plane worker")
+	}
+	// Profiles are resolved against the control-plane steps this worker runs.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := api.PublishControlPlaneSteps(ctx, cp.store, acts.Steps); err != nil {
+		w.Stop()
+		return err
 	}
 	cp.worker = w
 	return nil
