@@ -72,6 +72,10 @@ var replayed = []replay{
 	{"retire-nomac.json", wf.Retire, 6, completed},
 	{"enroll-bmcstatus.json", wf.Enroll, 16, completed},
 	{"enroll-nomac.json", wf.Enroll, 23, completed},
+	// Recorded at 00be436, after the deploy switch became the registry's
+	// plan (profile.get's result carries it): a deploy, and one aborted.
+	{"deploy-plan.json", wf.Deploy, 15, completed},
+	{"deploy-aborted-plan.json", wf.Deploy, 15, canceled},
 	// The same paths recorded at the parent of the commit that introduced
 	// each marker: abort-leaves-machine-safe at a8ace5b (4dac56b^),
 	// no-mac-nodes at a19d215 (fa39506^: recover and retire failed
