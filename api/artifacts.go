@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/better-compute/better-compute/activities/controlplane"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/store"
 )
 
 // Headers of an artifact fetched by its site.
@@ -49,7 +49,7 @@ func (s artifacts) fetch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if !controlplane.ValidArtifactID(id) {
+	if !store.ValidArtifactID(id) {
 		writeHTTPError(w, errs.New(errs.NotFound, "no artifact %q", id))
 		return
 	}

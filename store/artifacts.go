@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"errors"
 	"time"
 
@@ -14,6 +16,24 @@ import (
 // data, not an OS image: those go through the catalog). The table checks it
 // too.
 const MaxArtifactBytes = 64 << 20
+
+// artifactIDs encodes an artifact's 32 random bytes: lowercase base32, no
+// padding (52 characters), safe in a URL path.
+var artifactIDs = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NewArtifactID returns a fresh artifact id: 32 random bytes, what keeps
+// the URL that serves it unguessable.
+func NewArtifactID() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
+	return artifactIDs.EncodeToString(b[:])
+}
+
+// ValidArtifactID reports whether id has NewArtifactID's form.
+func ValidArtifactID(id string) bool {
+	b, err := artifactIDs.DecodeString(id)
+	return err == nil && len(b) == 32
+}
 
 // Artifact is a per-node file a control-plane step published, served by the
 // node's site at an unguessable id until it expires.

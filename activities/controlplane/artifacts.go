@@ -2,9 +2,7 @@ package controlplane
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base32"
 	"encoding/hex"
 	"net/url"
 	"regexp"
@@ -29,10 +27,6 @@ const ArtifactPath = "/artifacts/"
 
 // artifactName is a file name a BMC and an installer take as is.
 var artifactName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-
-// artifactIDs encodes an artifact's 32 random bytes: lowercase base32, no
-// padding (52 characters), safe in a URL path.
-var artifactIDs = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // ArtifactStore is the control plane's sdk.Artifacts: a step's per-node file
 // is stored in PostgreSQL in the step's transaction and served by the node's
@@ -66,20 +60,12 @@ func (p ArtifactStore) Publish(ctx context.Context, tx pgx.Tx, node sdk.Node, na
 	if p.Now != nil {
 		now = p.Now
 	}
-	var b [32]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error
 	sum := sha256.Sum256(data)
-	a := store.Artifact{ID: artifactIDs.EncodeToString(b[:]), TenantID: node.TenantID, SiteID: site, NodeID: node.ID,
+	a := store.Artifact{ID: store.NewArtifactID(), TenantID: node.TenantID, SiteID: site, NodeID: node.ID,
 		Name: name, SHA256: hex.EncodeToString(sum[:]), ExpiresAt: now().Add(ttl)}
 	base, err := store.PublishArtifactTx(ctx, tx, a, data, now())
 	if err != nil {
 		return "", err
 	}
 	return base + ArtifactPath + a.ID + "/" + url.PathEscape(name), nil
-}
-
-// ValidArtifactID reports whether id has the form Publish gives ids.
-func ValidArtifactID(id string) bool {
-	b, err := artifactIDs.DecodeString(id)
-	return err == nil && len(b) == 32
 }

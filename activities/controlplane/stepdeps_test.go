@@ -142,7 +142,7 @@ func TestPublishArtifact(t *testing.T) {
 		url, err := publish(commit)
 		id, ok := strings.CutPrefix(url, "http://10.0.0.2:8080/artifacts/")
 		id, name, _ := strings.Cut(id, "/")
-		if err != nil || !ok || name != "seed.iso" || !controlplane.ValidArtifactID(id) {
+		if err != nil || !ok || name != "seed.iso" || !store.ValidArtifactID(id) {
 			t.Fatalf("Publish = %q, %v, want http://10.0.0.2:8080/artifacts/<52 base32 chars>/seed.iso", url, err)
 		}
 		a, got, err := f.s.SiteArtifact(t.Context(), f.site, id, f.now)

@@ -27,7 +27,7 @@ import (
 // PathPrefix is where the boot listener serves artifacts.
 const PathPrefix = "/artifacts/"
 
-// validID is the form of an artifact id (controlplane.ValidArtifactID):
+// validID is the form of an artifact id (store.ValidArtifactID):
 // 32 bytes in unpadded lowercase base32.
 var validID = regexp.MustCompile(`^[a-z2-7]{52}$`)
 
