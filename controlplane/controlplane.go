@@ -32,6 +32,7 @@ import (
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/sdk"
+	"github.com/better-compute/better-compute/steps"
 	"github.com/better-compute/better-compute/store"
 	"github.com/better-compute/better-compute/store/pgcluster"
 	"github.com/better-compute/better-compute/tserver"
@@ -282,8 +283,14 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key *codec.Keyring)
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, err, "the API cannot listen on %s (pick another with --listen)", cp.cfg.Listen)
 	}
+	// Profiles resolve against the plugins' own steps (with their checks)
+	// beside those the running workers publish.
+	reg, err := steps.Registry(cp.cfg.Plugins...)
+	if err != nil {
+		return errs.Wrap(errs.InvalidInput, err, "the control plane's plugins")
+	}
 	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, DataConverter: key.DataConverter(""), Namespace: cp.cfg.TemporalNamespace,
-		Hardware: hw, Logger: cp.log, Interceptors: cp.apiInterceptors()})
+		Hardware: hw, Logger: cp.log, Interceptors: cp.apiInterceptors(), Steps: reg})
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())
 	mux.Handle("/codec/", loopbackOnly(http.StripPrefix("/codec", cp.guardCodec(key.Codec("").HTTPHandler(cp.uiOrigins()...)))))
