@@ -20,6 +20,8 @@ import (
 	"regexp"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/atomicfile"
 )
@@ -48,6 +50,8 @@ type Cache struct {
 	fetch FetchFunc
 	now   func() time.Time
 	log   *slog.Logger
+	// fetching makes concurrent first requests of an id share one fetch.
+	fetching singleflight.Group
 }
 
 // New opens the cache at dir, deleting what expired while the agent was
@@ -105,9 +109,21 @@ func (c *Cache) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // get returns the artifact's meta once its bytes are on disk: from the
-// cache, or fetched and checked.
+// cache, or fetched and checked once however many requests ask at once (a
+// BMC reads an ISO in parallel ranges).
 func (c *Cache) get(ctx context.Context, id string) (Meta, error) {
 	if m, ok := c.cached(id); ok {
+		return m, nil
+	}
+	v, err, _ := c.fetching.Do(id, func() (any, error) { return c.fetchAndKeep(ctx, id) })
+	if err != nil {
+		return Meta{}, err
+	}
+	return v.(Meta), nil
+}
+
+func (c *Cache) fetchAndKeep(ctx context.Context, id string) (Meta, error) {
+	if m, ok := c.cached(id); ok { // kept by a fetch that just ended
 		return m, nil
 	}
 	c.drop(id) // expired or half-written

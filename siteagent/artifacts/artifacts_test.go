@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,10 +24,14 @@ type fakeCP struct {
 	metas   map[string]artifacts.Meta
 	data    map[string][]byte
 	fetches int
+	mu      sync.Mutex
 }
 
 func (f *fakeCP) fetch(_ context.Context, id string) (artifacts.Meta, []byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.fetches++
+	time.Sleep(20 * time.Millisecond) // a fetch takes a while: parallel requests overlap
 	m, ok := f.metas[id]
 	if !ok {
 		return artifacts.Meta{}, nil, errs.New(errs.NotFound, "no artifact")
@@ -66,6 +71,22 @@ func TestServeFetchesChecksCachesAndExpires(t *testing.T) {
 	}
 	if code, b := get(t, h, "/artifacts/"+good+"/seed.iso", "Range", "bytes=3-5"); code != 206 || b != "ISO" || cp.fetches != 1 {
 		t.Errorf("GET (range, cached) = %d %q after %d fetches, want 206 ISO after 1", code, b, cp.fetches)
+	}
+	// Parallel first requests of another id share one fetch.
+	par := strings.Repeat("d", 52)
+	cp.metas[par], cp.data[par] = cp.metas[good], cp.data[good]
+	before := cp.fetches
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if code, b := get(t, h, "/artifacts/"+par+"/seed.iso", "Range", "bytes=0-1"); code != 206 || b != "an" {
+				t.Errorf("GET (parallel) = %d %q, want 206 an", code, b)
+			}
+		})
+	}
+	wg.Wait()
+	if n := cp.fetches - before; n != 1 {
+		t.Errorf("8 parallel first requests fetched %d times, want once", n)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, good)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("cached file = %v, %v, want mode 0600", fi, err)
