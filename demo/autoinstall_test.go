@@ -21,9 +21,11 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
+	"github.com/better-compute/better-compute/pki"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -74,6 +76,11 @@ func TestAutoinstallPlugin(t *testing.T) {
 
 	st, _ := d.Rack.State(m.Name)
 	tokens := freshTokens(t, st.InstallTokens, loops)
+	for i, tok := range tokens {
+		if err := joinAsNode(d, tok); code(err) != "UNAUTHENTICATED" {
+			t.Errorf("a join with install %d's token after its install = %v, want UNAUTHENTICATED: the token is single-use", i+1, err)
+		}
+	}
 	checkWipes(t, d, id, 1+loops)
 	checkOneWipePerReady(t, d, id, 1+loops)
 	var secrets []secret
@@ -219,6 +226,21 @@ func autoinstallLoop(t *testing.T, ctx context.Context, d *demo.Demo, name, id s
 	if err := d.Wait(ctx, name, id, "ready", 2*time.Minute); err != nil {
 		t.Fatalf("loop %d: %v", loop, err)
 	}
+}
+
+// joinAsNode tries to join as an installed machine's bcd node with token
+// through the agents' listener.
+func joinAsNode(d *demo.Demo, token string) error {
+	hc, err := agentsHTTP(d)
+	if err != nil {
+		return err
+	}
+	_, pemKey, _ := pki.NewEd25519Key()
+	signer, _ := pki.ParseKey(pemKey)
+	pub, _ := pki.MarshalPublicKey(signer.Public())
+	c := bettercomputev1connect.NewJoinServiceClient(hc, d.CP.AgentsURL(), connect.WithProtoJSON())
+	_, err = c.Join(context.Background(), connect.NewRequest(&v1.JoinRequest{Token: token, Role: string(pki.RoleNode), PublicKeyPem: pub}))
+	return err
 }
 
 // freshTokens checks that each install had its own provisioned token.
