@@ -3,7 +3,10 @@
 // and the input and output of each. Workflows send them as Temporal
 // activities named by the kind on the site's task queue; the site agent runs
 // the BMC and boot kinds itself and relays the ramdisk kinds to the machine's
-// connected ramdisk.
+// connected ramdisk. The control plane's own activities (node.get,
+// node.transition, wipe.verify…), which the workflows call on the
+// control-plane queue, have their names and types here too
+// (controlplane.go), so their implementations do not import the workflows.
 package kinds
 
 import (
