@@ -22,6 +22,7 @@ import (
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/emulate/ipmibmc"
 	"github.com/better-compute/better-compute/pki"
+	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/siteagent"
 )
 
@@ -59,6 +60,9 @@ type Config struct {
 	// leaves the workflows to a worker started beside the demo (a plugin
 	// author's, as TestAutoinstallPlugin does).
 	ControlPlaneOnly string
+	// Plugins are the control plane's (controlplane.Config.Plugins): its
+	// worker runs their control-plane steps.
+	Plugins []sdk.Plugin
 }
 
 // DefaultDataDir is where the demo keeps its state.
@@ -104,7 +108,8 @@ func Start(ctx context.Context, cfg Config) (d *Demo, err error) {
 	cpStart := time.Now()
 	d.CP, err = controlplane.Start(ctx, controlplane.Config{DataDir: cfg.DataDir, Listen: cfg.Listen,
 		TemporalListen: cfg.TemporalListen, UIListen: cfg.UIListen, AgentsListen: cfg.AgentsListen, Logger: cfg.Logger,
-		TemporalLogger: cfg.TemporalLogger, TemporalLogLevel: cfg.TemporalLogLevel, Tracer: cfg.Tracer, Only: cfg.ControlPlaneOnly})
+		TemporalLogger: cfg.TemporalLogger, TemporalLogLevel: cfg.TemporalLogLevel, Tracer: cfg.Tracer, Only: cfg.ControlPlaneOnly,
+		Plugins: cfg.Plugins})
 	if err != nil {
 		return nil, err
 	}

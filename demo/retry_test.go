@@ -8,14 +8,18 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/demo"
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/sdk"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -187,4 +191,94 @@ func checkOnce(t *testing.T, d *demo.Demo, id string, kept []*v1.Command, newRun
 			t.Errorf("step %s (%s) ran %d times, want once: its result comes from history", c.Step, c.Kind, n)
 		}
 	}
+}
+
+// flakyStep is a plugin's control-plane step that is not retry-safe: it
+// fails until fixed, counting its runs.
+type flakyStep struct {
+	runs  atomic.Int32
+	fixed atomic.Bool
+}
+
+func (f *flakyStep) plugin() sdk.Plugin {
+	return sdk.Plugin{ID: "retry-test", Steps: []sdk.Step{{ID: "retrytest.mark", RunsOn: sdk.ControlPlane,
+		Timeout: time.Minute, Doc: "marks the machine once; fails until the test fixes it",
+		Run: func(context.Context, *sdk.Context, sdk.Values) (sdk.Values, error) {
+			f.runs.Add(1)
+			if !f.fixed.Load() {
+				return nil, errs.New(errs.DriverError, "the mark did not take")
+			}
+			return sdk.Values{}, nil
+		}}}}
+}
+
+// TestRetryNotRetrySafe: a deploy whose plugin control-plane step (not
+// retrySafe) fails ends failed; retrying from it is INVALID_STATE naming
+// --force, and nothing moves; with --force it runs again (twice in all),
+// deploy.image before it is not sent again, and the node ends deployed.
+func TestRetryNotRetrySafe(t *testing.T) {
+	ctx := ctxFor(t, 4*time.Minute)
+	flaky := &flakyStep{}
+	d := startWith(t, func(c *demo.Config) { c.Machines, c.Plugins = 1, []sdk.Plugin{flaky.plugin()} })
+	m := d.Rack.Machines()[0]
+	id, err := d.Enroll(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(ctx, m.Name, id, "ready", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CP.Client().GetWorkflow(ctx, wf.WorkflowID(id), "").Get(ctx, nil); err != nil {
+		t.Fatalf("enroll = %v", err)
+	}
+	with, _ := structpb.NewStruct(map[string]any{"image": d.ImageID})
+	if _, err := d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
+		Id: "marked-os", Version: 1, Target: "metal", Role: "host",
+		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "retrytest.mark"}, {Use: "boot.kexec"}}}})); err != nil {
+		t.Fatalf("profiles.create = %v", err)
+	}
+	dep, err := d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: "marked-os", ProfileVersion: 1}))
+	if err != nil {
+		t.Fatalf("metal.deploy = %v", err)
+	}
+	if workflowDone(t, d, dep.Msg) == nil {
+		t.Fatal("the deploy whose mark fails succeeded, want it failed")
+	}
+	if n := node(t, d, id); n.State != "failed" || n.FailedFrom != "deploying" || flaky.runs.Load() != 1 {
+		t.Fatalf("after the failed mark: node %s from %s, mark ran %d times; want failed from deploying, once",
+			n.State, n.FailedFrom, flaky.runs.Load())
+	}
+	retry := func(force bool) (*v1.RetryWorkflowResponse, error) {
+		r, err := d.API.Workflows.Retry(ctx, connect.NewRequest(&v1.RetryWorkflowRequest{WorkflowId: dep.Msg.WorkflowId,
+			FromStep: "retrytest.mark", Force: force}))
+		if err != nil {
+			return nil, err
+		}
+		return r.Msg, nil
+	}
+	flaky.fixed.Store(true)
+	if _, err := retry(false); code(err) != "INVALID_STATE" || !strings.Contains(err.Error(), "--force") ||
+		!strings.Contains(err.Error(), "retrytest.mark") {
+		t.Errorf("retry from a step not retry-safe = %v (%s), want INVALID_STATE naming it and --force", err, code(err))
+	}
+	if n := node(t, d, id); n.State != "failed" || flaky.runs.Load() != 1 {
+		t.Errorf("after the refused retry: node %s, mark ran %d times; want failed, once", n.State, flaky.runs.Load())
+	}
+	got, err := retry(true)
+	if err != nil {
+		t.Fatalf("retry --force = %v", err)
+	}
+	if err := d.CP.Client().GetWorkflow(ctx, dep.Msg.WorkflowId, got.Workflow.GetRunId()).Get(ctx, nil); err != nil {
+		t.Fatalf("the retried deploy = %v", err)
+	}
+	if n := node(t, d, id); n.State != "deployed" || flaky.runs.Load() != 2 {
+		t.Errorf("after retry --force: node %s (%s), mark ran %d times; want deployed, twice", n.State, n.LastError, flaky.runs.Load())
+	}
+	before := runCommands(t, d, id, dep.Msg.RunId)
+	k := slices.IndexFunc(before, func(c *v1.Command) bool { return c.Step == got.FromStep })
+	if k < 1 || before[k].Kind != "retrytest.mark" {
+		t.Fatalf("the failed run's commands %v: want %s (retrytest.mark) after others", stepsOf(before), got.FromStep)
+	}
+	checkOnce(t, d, id, before[:k], got.Workflow.GetRunId())
+	t.Logf("failed run %v; retried from %s: %v", stepsOf(before), got.FromStep, stepsOf(runCommands(t, d, id, got.Workflow.GetRunId())))
 }
