@@ -1,0 +1,45 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/store"
+)
+
+// TestUnfailRefail: a retry moves a failed node back to the state its run
+// was in, compare-and-set, clearing failedFrom and the error; Refail puts
+// it back as it was; neither moves a node that is not where it expects.
+func TestUnfailRefail(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	ctx := t.Context()
+	n := newNodeIn(t, s, site, "bcd", store.PoolPolicy{})
+	move(t, s, n.ID, nodestate.Inspecting, nodestate.Failed, store.TransitionInfo{Error: "BOOT_STALLED: 3 boots", Maintenance: true})
+
+	wantKind(t, "Unfail(to ready)", s.Unfail(ctx, "a", n.ID, nodestate.Ready), errs.InvalidState)
+	wantKind(t, "Unfail(another tenant)", s.Unfail(ctx, "b", n.ID, nodestate.Enrolling), errs.InvalidState)
+	if err := s.Unfail(ctx, "a", n.ID, nodestate.Enrolling); err != nil {
+		t.Fatalf("Unfail(failed → enrolling) = %v", err)
+	}
+	got, err := s.GetNode(ctx, "a", n.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != nodestate.Enrolling || got.FailedFrom != "" || got.LastError != "" || !got.Maintenance {
+		t.Errorf("after Unfail: %s from %q, error %q, maintenance %v; want enrolling, no failedFrom or error, maintenance kept",
+			got.State, got.FailedFrom, got.LastError, got.Maintenance)
+	}
+	wantKind(t, "Unfail(a node no longer failed)", s.Unfail(ctx, "a", n.ID, nodestate.Enrolling), errs.InvalidState)
+
+	wantKind(t, "Refail(from a state it is not in)", s.Refail(ctx, "a", n.ID, nodestate.Deploying, nodestate.Inspecting, "x"),
+		errs.InvalidState)
+	if err := s.Refail(ctx, "a", n.ID, nodestate.Enrolling, nodestate.Inspecting, "BOOT_STALLED: 3 boots"); err != nil {
+		t.Fatalf("Refail = %v", err)
+	}
+	got, _ = s.GetNode(ctx, "a", n.ID)
+	if got.State != nodestate.Failed || got.FailedFrom != nodestate.Inspecting || got.LastError != "BOOT_STALLED: 3 boots" {
+		t.Errorf("after Refail: %s from %q, error %q; want failed from inspecting as before", got.State, got.FailedFrom, got.LastError)
+	}
+}
