@@ -4,8 +4,10 @@
 // 52:54:00 MACs. Booting a machine from PXE does what iPXE would — it fetches
 // the site agent's script for its first MAC and, for a ramdisk entry, runs
 // the real ramdisk agent (ramdisk/agent) with that kernel command line on the
-// machine's disks; booting from disk "runs its OS". An operator enrolls the
-// machines it prints like real ones.
+// machine's disks; booting from disk "runs its OS"; booting from cd with an
+// image in the BMC's virtual media runs a fake installer (install.go) whose
+// installed OS runs bcd node. An operator enrolls the machines it prints
+// like real ones.
 package emulate
 
 import (
