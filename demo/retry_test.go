@@ -193,16 +193,18 @@ func checkOnce(t *testing.T, d *demo.Demo, id string, kept []*v1.Command, newRun
 	}
 }
 
-// flakyStep is a plugin's control-plane step that is not retry-safe: it
-// fails until fixed, counting its runs.
+// flakyStep is a plugin's control-plane step that fails until fixed,
+// counting its runs; safe says whether it is retry-safe.
 type flakyStep struct {
+	id    string
+	safe  bool
 	runs  atomic.Int32
 	fixed atomic.Bool
 }
 
 func (f *flakyStep) plugin() sdk.Plugin {
-	return sdk.Plugin{ID: "retry-test", Steps: []sdk.Step{{ID: "retrytest.mark", RunsOn: sdk.ControlPlane,
-		Timeout: time.Minute, Doc: "marks the machine once; fails until the test fixes it",
+	return sdk.Plugin{ID: "retry-test", Steps: []sdk.Step{{ID: f.id, RunsOn: sdk.ControlPlane, RetrySafe: f.safe,
+		Timeout: time.Minute, Doc: "marks the machine; fails until the test fixes it",
 		Run: func(context.Context, *sdk.Context, sdk.Values) (sdk.Values, error) {
 			f.runs.Add(1)
 			if !f.fixed.Load() {
@@ -212,14 +214,12 @@ func (f *flakyStep) plugin() sdk.Plugin {
 		}}}}
 }
 
-// TestRetryNotRetrySafe: a deploy whose plugin control-plane step (not
-// retrySafe) fails ends failed; retrying from it is INVALID_STATE naming
-// --force, and nothing moves; with --force it runs again (twice in all),
-// deploy.image before it is not sent again, and the node ends deployed.
-func TestRetryNotRetrySafe(t *testing.T) {
-	ctx := ctxFor(t, 4*time.Minute)
-	flaky := &flakyStep{}
-	d := startWith(t, func(c *demo.Config) { c.Machines, c.Plugins = 1, []sdk.Plugin{flaky.plugin()} })
+// readyWith starts a demo of one machine whose control plane runs step,
+// enrolls the machine and registers profile (deploy.image, step,
+// boot.kexec); it returns the node once ready.
+func readyWith(ctx context.Context, t *testing.T, step *flakyStep, profile string) (*demo.Demo, string) {
+	t.Helper()
+	d := startWith(t, func(c *demo.Config) { c.Machines, c.Plugins = 1, []sdk.Plugin{step.plugin()} })
 	m := d.Rack.Machines()[0]
 	id, err := d.Enroll(ctx, m)
 	if err != nil {
@@ -233,10 +233,21 @@ func TestRetryNotRetrySafe(t *testing.T) {
 	}
 	with, _ := structpb.NewStruct(map[string]any{"image": d.ImageID})
 	if _, err := d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
-		Id: "marked-os", Version: 1, Target: "metal", Role: "host",
-		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "retrytest.mark"}, {Use: "boot.kexec"}}}})); err != nil {
+		Id: profile, Version: 1, Target: "metal", Role: "host",
+		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: step.id}, {Use: "boot.kexec"}}}})); err != nil {
 		t.Fatalf("profiles.create = %v", err)
 	}
+	return d, id
+}
+
+// TestRetryNotRetrySafe: a deploy whose plugin control-plane step (not
+// retrySafe) fails ends failed; retrying from it is INVALID_STATE naming
+// --force, and nothing moves; with --force it runs again (twice in all),
+// deploy.image before it is not sent again, and the node ends deployed.
+func TestRetryNotRetrySafe(t *testing.T) {
+	ctx := ctxFor(t, 4*time.Minute)
+	flaky := &flakyStep{id: "retrytest.mark"}
+	d, id := readyWith(ctx, t, flaky, "marked-os")
 	dep, err := d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: "marked-os", ProfileVersion: 1}))
 	if err != nil {
 		t.Fatalf("metal.deploy = %v", err)
@@ -281,4 +292,62 @@ func TestRetryNotRetrySafe(t *testing.T) {
 	}
 	checkOnce(t, d, id, before[:k], got.Workflow.GetRunId())
 	t.Logf("failed run %v; retried from %s: %v", stepsOf(before), got.FromStep, stepsOf(runCommands(t, d, id, got.Workflow.GetRunId())))
+}
+
+// TestRetryStuckRun: a deploy whose retry-safe plugin step keeps failing
+// is stuck, not failed: its node stays deploying. While nothing fails the
+// run is healthy and a retry is INVALID_STATE; once the step retries,
+// `workflows retry --from-step` resets the running run (it ends
+// terminated) and the new run, under the same id, runs the step again and
+// ends deployed, deploy.image before it sent once.
+func TestRetryStuckRun(t *testing.T) {
+	ctx := ctxFor(t, 4*time.Minute)
+	settle := &flakyStep{id: "retrytest.settle", safe: true}
+	d, id := readyWith(ctx, t, settle, "settled-os")
+	dep, err := d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: "settled-os", ProfileVersion: 1}))
+	if err != nil {
+		t.Fatalf("metal.deploy = %v", err)
+	}
+	retry := func() (*v1.RetryWorkflowResponse, error) {
+		r, err := d.API.Workflows.Retry(ctx, connect.NewRequest(&v1.RetryWorkflowRequest{WorkflowId: dep.Msg.WorkflowId,
+			FromStep: settle.id}))
+		if err != nil {
+			return nil, err
+		}
+		return r.Msg, nil
+	}
+	if _, err := retry(); code(err) != "INVALID_STATE" || !strings.Contains(err.Error(), "none of its steps is failing") {
+		t.Errorf("retry of a healthy running deploy = %v (%s), want INVALID_STATE saying none of its steps is failing", err, code(err))
+	}
+	for deadline := time.Now().Add(time.Minute); settle.runs.Load() < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s ran %d times in a minute, want it retried", settle.id, settle.runs.Load())
+		}
+	}
+	got, err := retry()
+	if err != nil {
+		t.Fatalf("retry of the stuck deploy = %v", err)
+	}
+	settle.fixed.Store(true)
+	if got.Workflow.GetWorkflowId() != dep.Msg.WorkflowId || got.ResetRunId != dep.Msg.RunId || got.NodeState != "deploying" {
+		t.Errorf("workflows.retry = %v, want a new run of %s, the node deploying", got, dep.Msg.WorkflowId)
+	}
+	if err := d.CP.Client().GetWorkflow(ctx, dep.Msg.WorkflowId, got.Workflow.GetRunId()).Get(ctx, nil); err != nil {
+		t.Fatalf("the retried deploy = %v", err)
+	}
+	old, err := d.API.Workflows.Get(ctx, connect.NewRequest(&v1.GetWorkflowRequest{WorkflowId: dep.Msg.WorkflowId, RunId: dep.Msg.RunId}))
+	if err != nil || old.Msg.Workflow.Status != "terminated" {
+		t.Errorf("the stuck run after the retry = %v, %v; want terminated", old, err)
+	}
+	if n := node(t, d, id); n.State != "deployed" {
+		t.Errorf("node after the retried deploy = %s (%s), want deployed", n.State, n.LastError)
+	}
+	before := runCommands(t, d, id, dep.Msg.RunId)
+	k := slices.IndexFunc(before, func(c *v1.Command) bool { return c.Step == got.FromStep })
+	if k < 1 {
+		t.Fatalf("the stuck run's commands %v: want %s after others", stepsOf(before), got.FromStep)
+	}
+	checkOnce(t, d, id, before[:k], got.Workflow.GetRunId())
+	t.Logf("stuck run %v; retried from %s: %v; %s ran %d times", stepsOf(before), got.FromStep,
+		stepsOf(runCommands(t, d, id, got.Workflow.GetRunId())), settle.id, settle.runs.Load())
 }
