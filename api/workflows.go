@@ -19,6 +19,7 @@ import (
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
+	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/store"
 )
 
@@ -188,6 +189,7 @@ func (s workflows) Retry(ctx context.Context, req *connect.Request[v1.RetryWorkf
 		undo()
 		return nil, errs.Wrap(errs.Unavailable, err, "reset %s to before %s", m.WorkflowId, list[k].id)
 	}
+	s.abortPending(ctx, d, list[k].id, reset.GetRunId())
 	return connect.NewResponse(s.retried(ctx, n, m.WorkflowId, runID, reset.GetRunId(), list, k)), nil
 }
 
@@ -216,6 +218,21 @@ func (s workflows) retryRun(ctx context.Context, t, id, runID string) (*workflow
 	}
 	n, err := s.store.GetNode(ctx, t, w.NodeId)
 	return newest, n, err
+}
+
+// abortPending records the commands a stuck run had in flight as aborted:
+// the reset terminated that run, which records nothing more, so they would
+// show as sent forever. A failure is logged: the retry itself happened.
+func (s workflows) abortPending(ctx context.Context, d *workflowservice.DescribeWorkflowExecutionResponse, step, newRun string) {
+	e := d.GetWorkflowExecutionInfo().GetExecution()
+	for _, pa := range d.GetPendingActivities() {
+		msg := fmt.Sprintf("aborted: workflows retry --from-step %s reset the run; run %s runs it again", step, newRun)
+		if _, err := s.store.FinishCommand(ctx, e.GetWorkflowId(), e.GetRunId(), pa.GetActivityId(), kinds.CommandAborted,
+			int(pa.GetAttempt()), "", msg); err != nil {
+			s.log.Error("retry: could not record a reset run's command as aborted", "workflow", e.GetWorkflowId(),
+				"step", pa.GetActivityId(), "err", err)
+		}
+	}
 }
 
 // retried says what the retry did: the new run, the step, the steps kept.

@@ -298,8 +298,9 @@ func TestRetryNotRetrySafe(t *testing.T) {
 // is stuck, not failed: its node stays deploying. While nothing fails the
 // run is healthy and a retry is INVALID_STATE; once the step retries,
 // `workflows retry --from-step` resets the running run (it ends
-// terminated) and the new run, under the same id, runs the step again and
-// ends deployed, deploy.image before it sent once.
+// terminated, its step's command aborted) and the new run, under the same
+// id, runs the step again and ends deployed, deploy.image before it sent
+// once.
 func TestRetryStuckRun(t *testing.T) {
 	ctx := ctxFor(t, 4*time.Minute)
 	settle := &flakyStep{id: "retrytest.settle", safe: true}
@@ -346,6 +347,10 @@ func TestRetryStuckRun(t *testing.T) {
 	k := slices.IndexFunc(before, func(c *v1.Command) bool { return c.Step == got.FromStep })
 	if k < 1 {
 		t.Fatalf("the stuck run's commands %v: want %s after others", stepsOf(before), got.FromStep)
+	}
+	if c := before[k]; c.Status != "aborted" || !strings.Contains(c.Error, "workflows retry") || c.Attempt < 2 {
+		t.Errorf("the stuck run's %s after the retry = %s (attempt %d) %q; want aborted by workflows retry after its retries",
+			c.Step, c.Status, c.Attempt, c.Error)
 	}
 	checkOnce(t, d, id, before[:k], got.Workflow.GetRunId())
 	t.Logf("stuck run %v; retried from %s: %v; %s ran %d times", stepsOf(before), got.FromStep,
