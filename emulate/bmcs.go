@@ -58,7 +58,7 @@ type redfishBMC struct{ b *redfishbmc.BMC }
 
 func (r redfishBMC) address() string       { return r.b.SystemURL() }
 func (r redfishBMC) driver() string        { return bmc.DriverRedfish }
-func (r redfishBMC) power() bmc.PowerState { return r.b.State().Power }
+func (r redfishBMC) power() bmc.PowerState { return r.b.Power() }
 func (r redfishBMC) calls() []string       { return r.b.State().Calls }
 func (r redfishBMC) media() string         { return r.b.Media() }
 func (r redfishBMC) close()                { r.b.Close() }

@@ -135,7 +135,7 @@ func (m *machine) watchPower() {
 			return
 		case <-t.C:
 		}
-		if m.bmc.power() != bmc.Off || m.state().BootedInto == BootedOff {
+		if m.bmc.power() != bmc.Off || m.bootedInto() == BootedOff {
 			continue
 		}
 		m.bootMu.Lock()
@@ -148,6 +148,14 @@ func (m *machine) watchPower() {
 		}
 		m.bootMu.Unlock()
 	}
+}
+
+// bootedInto is state().BootedInto without state's copies (and its BMC
+// calls): watchPower asks it ten times a second for every machine.
+func (m *machine) bootedInto() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st.BootedInto
 }
 
 // hasImage reports whether the disk's first MiB holds anything but zeros.

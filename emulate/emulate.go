@@ -61,6 +61,12 @@ type Config struct {
 	NodeAgent func(ctx context.Context, n InstalledNode) error
 }
 
+// MaxMachines bounds a rack. Each machine holds a BMC listener of its own on
+// loopback (an ephemeral port), two sparse disk files and a goroutine
+// watching its power; a ramdisk runs only while it boots, so the bound is
+// the file descriptors (and ports) one process may hold, not a subnet.
+const MaxMachines = 4000
+
 // Boot states of a machine.
 const (
 	BootedOff     = "off"
@@ -146,8 +152,8 @@ func (c *Config) fill() error {
 	if c.Machines == 0 {
 		c.Machines = 1
 	}
-	if c.Machines < 0 || c.Machines > 254 {
-		return errs.Invalid("machines", "%d machines: use 1 to 254", c.Machines)
+	if c.Machines < 0 || c.Machines > MaxMachines {
+		return errs.Invalid("machines", "%d machines: use 1 to %d", c.Machines, MaxMachines)
 	}
 	if err := c.checkIPMI(); err != nil {
 		return err

@@ -255,6 +255,14 @@ func (b *BMC) State() State {
 	}
 }
 
+// Power is State().Power without State's copies: the emulated machine
+// asks it ten times a second.
+func (b *BMC) Power() bmc.PowerState {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.m.power
+}
+
 // RandomUUID returns a random (version 4) UUID in lowercase, the form an
 // emulated machine's system UUID takes.
 func RandomUUID() string {
