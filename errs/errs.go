@@ -66,6 +66,10 @@ type Error struct {
 	Field string // for INVALID_INPUT: the offending field, e.g. "policy.hardwareProfile"
 	Msg   string // what happened and what to do next
 	Err   error  // the cause, if any
+	// Reason is a machine-readable detail of the kind for a caller that acts
+	// on it (e.g. bmc.ReasonBusy): set where the failure is understood, so no
+	// caller reads it from Msg. Error() does not show it.
+	Reason string
 }
 
 func (e *Error) Error() string {
@@ -107,6 +111,26 @@ func (e *Error) WithOp(op string) *Error {
 	c := *e
 	c.Op = op
 	return &c
+}
+
+// WithReason sets the reason on a copy of e.
+func (e *Error) WithReason(reason string) *Error {
+	c := *e
+	c.Reason = reason
+	return &c
+}
+
+// ReasonOf returns the first reason set along err's chain of our errors, ""
+// when none is: a layer that wraps a driver's error keeps its reason.
+func ReasonOf(err error) string {
+	var e *Error
+	for errors.As(err, &e) {
+		if e.Reason != "" {
+			return e.Reason
+		}
+		err = e.Err
+	}
+	return ""
 }
 
 // Own returns err as our own error, with op if it names none, when it is

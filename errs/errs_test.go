@@ -74,3 +74,22 @@ func TestFinalKinds(t *testing.T) {
 		t.Errorf("FinalKinds() (-want +got):\n%s", diff)
 	}
 }
+
+// TestReasonOf: the reason of a driver's error is found under the layers
+// that wrap it, ours included, and is not part of the message.
+func TestReasonOf(t *testing.T) {
+	t.Parallel()
+	inner := New(DriverError, "BMC b:623 is silent").WithReason("bmc-unreachable")
+	outer := Wrap(DriverError, fmt.Errorf("power: %w", inner), "power.setPower")
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{{inner, "bmc-unreachable"}, {outer, "bmc-unreachable"}, {New(DriverError, "x"), ""}, {errors.New("x"), ""}, {nil, ""}} {
+		if got := ReasonOf(tt.err); got != tt.want {
+			t.Errorf("ReasonOf(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+	if got, want := inner.Error(), "DRIVER_ERROR: BMC b:623 is silent"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}

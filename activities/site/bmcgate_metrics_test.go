@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 )
 
@@ -19,7 +20,9 @@ func TestBMCGateBreakers(t *testing.T) {
 	g := NewBMCGate(BMCGateConfig{Failures: 2, CoolDown: time.Minute})
 	ctx := context.Background()
 	ok := func() error { return nil }
-	refused := func() error { return errs.Wrap(errs.DriverError, syscall.ECONNREFUSED, "cannot reach BMC") }
+	refused := func() error {
+		return errs.Wrap(errs.DriverError, syscall.ECONNREFUSED, "cannot reach BMC").WithReason(bmc.ReasonUnreachable)
+	}
 	_ = g.Do(ctx, "a:443", ok)
 	_ = g.Do(ctx, "b:443", refused)
 	_ = g.Do(ctx, "c:443", refused)

@@ -1,6 +1,7 @@
 package ipmi
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/bougou/go-ipmi/pkg/types"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/ipmi/ipmisim"
 	"github.com/better-compute/better-compute/errs"
 )
@@ -152,28 +154,37 @@ func TestClassifyGoIPMIErrors(t *testing.T) {
 		return fmt.Errorf("connect20 failed after try all cipher suite ids ([3]), errs: \n%v",
 			errors.Join(fmt.Errorf("cmd: rakp1 failed with cipher suite id (3), err: %w", cause)))
 	}
+	const busy, unreachable = bmc.ReasonBusy, bmc.ReasonUnreachable
 	tests := []struct {
-		err  error
-		kind errs.Kind
-		says string
+		err    error
+		kind   errs.Kind
+		says   string
+		reason string // what the site's BMC gate acts on
 	}{
-		{connect(fmt.Errorf("RAKP2 authentication code mismatch: %w", client.ErrRAKPAuthentication)), errs.Unauthenticated, "password does not match"},
-		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeUnauthorizedName)), errs.Unauthenticated, "no such user"},
-		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeInvalidIntegrityCheckValue)), errs.Unauthenticated, "password does not match"},
-		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeUnauthorizedRoleOfPriLevel)), errs.PermissionDenied, "administrator"},
-		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeNoCipherSuiteMatch)), errs.Unsupported, "cipher suite"},
-		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeNoResToCreateSess)), errs.DriverError, "no free session"},
-		{fmt.Errorf("IPMI LAN: no matching IPMI response before UDP read deadline after 3 attempt(s): %w", errors.New("x")), errs.DriverError, "did not answer in time"},
-		{fmt.Errorf("udp: %w", syscall.ECONNREFUSED), errs.DriverError, "cannot reach"},
-		{fmt.Errorf("cmd failed: %w", types.NewResponseError(types.CodeInsufficientPrivilege, "")), errs.PermissionDenied, "privilege"},
-		{fmt.Errorf("cmd failed: %w", types.NewResponseError(types.CodeNodeBusy, "")), errs.DriverError, "0xc0"},
-		{errors.New("something else"), errs.DriverError, "cannot use"},
+		{connect(fmt.Errorf("RAKP2 authentication code mismatch: %w", client.ErrRAKPAuthentication)), errs.Unauthenticated, "password does not match", ""},
+		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeUnauthorizedName)), errs.Unauthenticated, "no such user", ""},
+		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeInvalidIntegrityCheckValue)), errs.Unauthenticated, "password does not match", ""},
+		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeUnauthorizedRoleOfPriLevel)), errs.PermissionDenied, "administrator", ""},
+		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeNoCipherSuiteMatch)), errs.Unsupported, "cipher suite", ""},
+		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeNoResToCreateSess)), errs.DriverError, "no free session", busy},
+		{connect(types.NewRmcpStatusError(types.RmcpStatusCodeNoResToCreateSessAtRole)), errs.DriverError, "no free session", busy},
+		{fmt.Errorf("IPMI LAN: no matching IPMI response before UDP read deadline after 3 attempt(s): %w", errors.New("x")), errs.DriverError, "did not answer in time", unreachable},
+		{fmt.Errorf("udp: %w", context.DeadlineExceeded), errs.DriverError, "did not answer in time", unreachable},
+		{fmt.Errorf("udp: %w", syscall.ECONNREFUSED), errs.DriverError, "cannot reach", unreachable},
+		{fmt.Errorf("cmd failed: %w", types.NewResponseError(types.CodeInsufficientPrivilege, "")), errs.PermissionDenied, "privilege", ""},
+		{fmt.Errorf("cmd failed: %w", types.NewResponseError(types.CodeNodeBusy, "")), errs.DriverError, "0xc0", busy},
+		{fmt.Errorf("cmd failed: %w", types.NewResponseError(types.CodeCannotProvideResponseBMCInitialize, "")), errs.DriverError, "0xd2", busy},
+		{fmt.Errorf("cmd failed: %w", types.NewResponseError(types.CodeOutOfSpace, "")), errs.DriverError, "0xc4", ""},
+		{errors.New("something else"), errs.DriverError, "cannot use", ""},
 	}
 	oneLine := regexp.MustCompile(`^[^\n]*$`)
 	for _, tt := range tests {
 		e := classify("bmc-1:623", "ops", flat{tt.err})
 		if e.Kind != tt.kind || !strings.Contains(e.Error(), tt.says) || !strings.Contains(e.Error(), "bmc-1:623") || !oneLine.MatchString(e.Error()) {
 			t.Errorf("classify(%q) = %s, want %s saying %q and naming the BMC, on one line", tt.err, e, tt.kind, tt.says)
+		}
+		if e.Reason != tt.reason {
+			t.Errorf("classify(%q).Reason = %q, want %q", tt.err, e.Reason, tt.reason)
 		}
 	}
 }

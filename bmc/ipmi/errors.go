@@ -11,6 +11,7 @@ import (
 	"github.com/bougou/go-ipmi/pkg/client"
 	"github.com/bougou/go-ipmi/pkg/types"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 )
 
@@ -41,13 +42,18 @@ func classify(host, user string, err error) *errs.Error {
 	case errors.As(err, &cc) && cc.CompletionCode() == types.CodeInsufficientPrivilege:
 		return errs.Wrap(errs.PermissionDenied, err, "BMC %s answered that %q lacks the privilege for this: give the account administrator rights on the BMC", host, user)
 	case errors.As(err, &cc):
-		return errs.Wrap(errs.DriverError, err, "BMC %s answered completion code %s", host, ccName(cc.CompletionCode()))
+		e := errs.Wrap(errs.DriverError, err, "BMC %s answered completion code %s", host, ccName(cc.CompletionCode()))
+		if busyCodes[cc.CompletionCode()] {
+			e.Reason = bmc.ReasonBusy
+		}
+		return e
 	case errors.Is(err, context.Canceled):
 		return errs.Wrap(errs.DriverError, err, "the request to BMC %s was canceled", host)
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return noAnswer(host, err)
 	case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &ne):
-		return errs.Wrap(errs.DriverError, err, "cannot reach BMC %s: nothing answers IPMI there; check its address and that IPMI over LAN is enabled", host)
+		return errs.Wrap(errs.DriverError, err, "cannot reach BMC %s: nothing answers IPMI there; check its address and that IPMI over LAN is enabled", host).
+			WithReason(bmc.ReasonUnreachable)
 	case strings.Contains(err.Error(), exchangeFailed):
 		return noAnswer(host, err)
 	}
@@ -56,7 +62,15 @@ func classify(host, user string, err error) *errs.Error {
 
 // noAnswer is the error of an exchange the BMC did not answer in time.
 func noAnswer(host string, err error) *errs.Error {
-	return errs.Wrap(errs.DriverError, err, "BMC %s did not answer in time: check that it is up, reachable from the site agent over UDP, and has IPMI over LAN enabled", host)
+	return errs.Wrap(errs.DriverError, err, "BMC %s did not answer in time: check that it is up, reachable from the site agent over UDP, and has IPMI over LAN enabled", host).
+		WithReason(bmc.ReasonUnreachable)
+}
+
+// busyCodes are the completion codes of a BMC that cannot serve the command
+// now but may in a moment.
+var busyCodes = map[types.CompletionCode]bool{
+	types.CodeNodeBusy: true, types.CodeProcessTimeout: true, types.CodeCannotProvideResponse: true,
+	types.CodeCannotProvideResponseSDRRInUpdate: true, types.CodeCannotProvideResponseBMCInitialize: true,
 }
 
 // rmcpStatus explains a status code of RMCP+ session setup.
@@ -72,7 +86,8 @@ func rmcpStatus(host, user string, rs *types.RmcpStatusError, err error) *errs.E
 		types.RmcpStatusCodeInvalidIntegrityAlg, types.RmcpStatusCodeInvalidConfidentAlg:
 		return errs.Wrap(errs.Unsupported, err, "BMC %s does not offer the cipher suite the driver asked for: enable cipher suite 3 on the BMC or configure the one it offers", host)
 	case types.RmcpStatusCodeNoResToCreateSess, types.RmcpStatusCodeNoResToCreateSessAtRole:
-		return errs.Wrap(errs.DriverError, err, "BMC %s has no free session: wait for other clients to log out, then retry", host)
+		return errs.Wrap(errs.DriverError, err, "BMC %s has no free session: wait for other clients to log out, then retry", host).
+			WithReason(bmc.ReasonBusy)
 	}
 	return errs.Wrap(errs.DriverError, err, "BMC %s refused the session", host)
 }

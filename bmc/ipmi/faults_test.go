@@ -143,6 +143,9 @@ func TestUnreachableBMC(t *testing.T) {
 		if !errs.Is(err, errs.DriverError) || !strings.Contains(err.Error(), tt.hostport) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("SetPower(off) on a %s BMC = %v, want DRIVER_ERROR naming %s and saying %q", tt.name, err, tt.hostport, tt.want)
 		}
+		if r := errs.ReasonOf(err); r != bmc.ReasonUnreachable {
+			t.Errorf("SetPower(off) on a %s BMC: reason %q, want %q", tt.name, r, bmc.ReasonUnreachable)
+		}
 		if bound := exchange*(retries+1) + 500*time.Millisecond; took > bound {
 			t.Errorf("SetPower(off) on a %s BMC took %v, want under %v", tt.name, took, bound)
 		}

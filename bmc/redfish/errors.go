@@ -29,7 +29,7 @@ func (d *Driver) fail(op string, err error) error {
 	var re *common.Error
 	switch {
 	case errors.As(err, &re):
-		e.Msg = httpMessage(host, d.creds.Username, re)
+		e.Msg, e.Reason = httpMessage(host, d.creds.Username, re), httpReason(re)
 		if re.HTTPReturnedStatusCode == http.StatusUnauthorized {
 			e.Kind = errs.Unauthenticated // final: retrying a wrong password can lock the BMC account
 		}
@@ -39,13 +39,13 @@ func (d *Driver) fail(op string, err error) error {
 		// settings can. No credentials were sent.
 		e.Kind, e.Msg, e.Err = errs.Unauthenticated, d.untrusted(err), err
 	case errors.Is(err, context.DeadlineExceeded):
-		e.Msg, e.Err = fmt.Sprintf("BMC %s did not answer in time: check that it is up and reachable from the site agent", host), err
+		e.Msg, e.Err, e.Reason = fmt.Sprintf("BMC %s did not answer in time: check that it is up and reachable from the site agent", host), err, bmc.ReasonUnreachable
 	case errors.Is(err, context.Canceled):
 		e.Msg, e.Err = fmt.Sprintf("the request to BMC %s was canceled", host), err
 	default:
 		var ne net.Error
-		if errors.As(err, &ne) {
-			e.Msg, e.Err = fmt.Sprintf("cannot reach BMC %s: check its address and the site agent's network", host), err
+		if errors.As(err, &ne) { // refused, reset, closed mid-TLS-handshake (EOF), timed out
+			e.Msg, e.Err, e.Reason = fmt.Sprintf("cannot reach BMC %s: check its address and the site agent's network", host), err, bmc.ReasonUnreachable
 		} else {
 			e.Msg, e.Err = fmt.Sprintf("BMC %s answered something the Redfish driver cannot use", host), err
 		}
@@ -96,6 +96,34 @@ func httpMessage(host, user string, re *common.Error) string {
 		return fmt.Sprintf("BMC %s answered HTTP %d %s", host, status, http.StatusText(status))
 	}
 	return fmt.Sprintf("BMC %s answered HTTP %d %s: %s", host, status, http.StatusText(status), detail)
+}
+
+// httpReason is what an HTTP error answer says of the BMC: busy for 503,
+// 429 and a session limit (the DMTF registry's SessionLimitExceeded, under
+// any status), unreachable for other server errors, "" for refusals.
+func httpReason(re *common.Error) string {
+	switch status := re.HTTPReturnedStatusCode; {
+	case status == http.StatusServiceUnavailable, status == http.StatusTooManyRequests, sessionLimit(re):
+		return bmc.ReasonBusy
+	case status >= 500:
+		return bmc.ReasonUnreachable
+	}
+	return ""
+}
+
+// sessionLimit reports whether the answer's message ids name the DMTF Base
+// registry's SessionLimitExceeded (e.g. "Base.1.8.SessionLimitExceeded").
+func sessionLimit(re *common.Error) bool {
+	ids := []string{re.Code}
+	for _, x := range re.ExtendedInfos {
+		ids = append(ids, x.MessageID)
+	}
+	for _, id := range ids {
+		if strings.HasPrefix(id, "Base.") && strings.HasSuffix(id, ".SessionLimitExceeded") {
+			return true
+		}
+	}
+	return false
 }
 
 // firstFailure unwraps gofish's CollectionError, which errors.As cannot see

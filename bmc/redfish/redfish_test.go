@@ -1,8 +1,13 @@
 package redfish
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/better-compute/better-compute/bmc"
@@ -87,16 +92,21 @@ func TestFailNamesHostAndStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const limit = `{"error":{"code":"Base.1.8.GeneralError","message":"x","@Message.ExtendedInfo":[{"MessageId":"Base.1.8.SessionLimitExceeded","Message":"busy"}]}}`
 	tests := []struct {
 		status int
 		body   string
 		kind   errs.Kind
 		want   []string
+		reason string // what the site's BMC gate acts on
 	}{
-		{401, `{"error":{"message":"nope"}}`, errs.Unauthenticated, []string{"bmc-7.example:8443", "401", "check the BMC credentials", `"ops"`}},
-		{403, ``, errs.DriverError, []string{"bmc-7.example:8443", "403", "privilege"}},
-		{500, `{"error":{"message":"fan on fire","@Message.ExtendedInfo":[{"Message":"try later"}]}}`, errs.DriverError, []string{"bmc-7.example:8443", "500", "try later"}},
-		{503, `not json`, errs.DriverError, []string{"503", "not json"}},
+		{401, `{"error":{"message":"nope"}}`, errs.Unauthenticated, []string{"bmc-7.example:8443", "401", "check the BMC credentials", `"ops"`}, ""},
+		{403, ``, errs.DriverError, []string{"bmc-7.example:8443", "403", "privilege"}, ""},
+		{500, `{"error":{"message":"fan on fire","@Message.ExtendedInfo":[{"Message":"try later"}]}}`, errs.DriverError, []string{"bmc-7.example:8443", "500", "try later"}, bmc.ReasonUnreachable},
+		{503, `not json`, errs.DriverError, []string{"503", "not json"}, bmc.ReasonBusy},
+		{429, ``, errs.DriverError, []string{"429"}, bmc.ReasonBusy},
+		{400, limit, errs.DriverError, []string{"400", "busy"}, bmc.ReasonBusy},
+		{400, `{"error":{"code":"Base.1.8.PropertyValueNotInList","message":"session limit"}}`, errs.DriverError, []string{"400"}, ""},
 	}
 	for _, tt := range tests {
 		err := d.fail("power.setPower", common.ConstructError(tt.status, []byte(tt.body)))
@@ -109,6 +119,9 @@ func TestFailNamesHostAndStatus(t *testing.T) {
 				t.Errorf("fail(HTTP %d) = %q, want it to mention %q", tt.status, err, w)
 			}
 		}
+		if r := errs.ReasonOf(err); r != tt.reason {
+			t.Errorf("fail(HTTP %d %s): reason %q, want %q", tt.status, tt.body, r, tt.reason)
+		}
 		if strings.Contains(err.Error(), "pw-never-shown") {
 			t.Errorf("fail(HTTP %d) = %q, holds the password", tt.status, err)
 		}
@@ -116,5 +129,19 @@ func TestFailNamesHostAndStatus(t *testing.T) {
 	collection := &common.CollectionError{Failures: map[string]error{"/redfish/v1/Systems": common.ConstructError(401, nil)}}
 	if err := d.fail("inspect", collection); !strings.Contains(err.Error(), "credentials") {
 		t.Errorf("fail(CollectionError{401}) = %v, want the credentials message", err)
+	}
+	for _, tt := range []struct {
+		err    error
+		reason string
+	}{
+		{&url.Error{Op: "Get", URL: "https://bmc-7.example:8443/redfish/v1/", Err: io.EOF}, bmc.ReasonUnreachable}, // closed in the TLS handshake
+		{&url.Error{Op: "Get", URL: "https://bmc-7.example:8443/redfish/v1/", Err: syscall.ECONNREFUSED}, bmc.ReasonUnreachable},
+		{fmt.Errorf("get: %w", context.DeadlineExceeded), bmc.ReasonUnreachable},
+		{fmt.Errorf("get: %w", context.Canceled), ""},
+		{errors.New("the BMC's service root /redfish/v1/ is not JSON"), ""},
+	} {
+		if r := errs.ReasonOf(d.fail("inspect", tt.err)); r != tt.reason {
+			t.Errorf("fail(%v): reason %q, want %q", tt.err, r, tt.reason)
+		}
 	}
 }
