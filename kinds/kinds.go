@@ -179,8 +179,12 @@ type DeployImageInput struct {
 	Size        int64  `json:"size"`
 	// Disk names the target disk (WWN or serial); "" means the first disk.
 	Disk string `json:"disk,omitempty"`
-	// UserDataRef is a reference to the rendered user data, never the data.
+	// UserDataRef is a reference to the rendered user data, never the data:
+	// the path of its NoCloud seed on the site's boot listener
+	// (userdata.render), which the ramdisk writes to a cidata partition.
 	UserDataRef string `json:"userDataRef,omitempty"`
+	// UserDataSHA256 is the seed's digest (hex), checked before it is written.
+	UserDataSHA256 string `json:"userDataSha256,omitempty"`
 }
 
 // DeployImageOutput is deploy.image's result.

@@ -50,6 +50,9 @@ func (a *agent) deployImage(ctx context.Context, cmd kinds.Command, p *tracker) 
 			p.set(d.Name, n, total)
 		})
 		if err == nil {
+			if err := a.writeUserData(ctx, in, d); err != nil {
+				return nil, err
+			}
 			return kinds.DeployImageOutput{Disk: d.Name, BytesWritten: res.ImageBytes, Digest: res.Digest}, nil
 		}
 		if !retryable(err) || ctx.Err() != nil {
