@@ -4,6 +4,7 @@ package demo_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -697,4 +698,38 @@ func consistencyViolations(nodes map[string]*v1.Node, all []*v1.Workflow) []stri
 		}
 	}
 	return out
+}
+
+// TestChaosChecksFail: each invariant the harness checks without the
+// database says so when it does not hold (a duplicated and a lost
+// workflow, a stuck one, an illegal or unfinished state, a second fetch of
+// the image, a node working with no workflow and a workflow naming no node).
+func TestChaosChecksFail(t *testing.T) {
+	runs := []lifecycleRun{{machine: "emu-01", node: "n1", done: 1, verbs: map[string]int{wf.Enroll: 1, wf.Deploy: 1, wf.Undeploy: 1}},
+		{machine: "emu-02", node: "n2", err: errors.New("node n2 is failed")}}
+	flows := map[string][]*v1.Workflow{"n1": {
+		{Type: wf.Enroll, RunId: "r1", NodeId: "n1", Status: "completed"},
+		{Type: wf.Deploy, RunId: "r2", NodeId: "n1", Status: "completed"},
+		{Type: wf.Deploy, RunId: "r3", NodeId: "n1", Status: "running"}, // a second deploy, and no undeploy
+	}}
+	nodes := map[string]*v1.Node{"n1": {Id: "n1", State: "deploying"}, "n3": {Id: "n3", State: "bogus"}}
+	all := append(flows["n1"], &v1.Workflow{Type: wf.Deploy, RunId: "r4", WorkflowId: "metal/n9", NodeId: "n9", Status: "running"})
+	img := &imageSource{}
+	img.gets.Store(2)
+	for name, got := range map[string][]string{
+		"lifecycles finished":              lifecycleViolations(runs),
+		"legal states":                     stateViolations(nodes, runs),
+		"no node stuck":                    stuckViolations(all),
+		"no workflow duplicated or lost":   workflowViolations(runs, flows),
+		"each image fetched once":          imageViolations(img),
+		"database and Temporal consistent": consistencyViolations(map[string]*v1.Node{"n1": {State: "releasing"}}, all[3:]),
+	} {
+		if len(got) == 0 {
+			t.Errorf("%s: no violation found, want one", name)
+		}
+		t.Logf("%s: %q", name, got)
+	}
+	if got := workflowViolations(runs[:1], map[string][]*v1.Workflow{"n1": flows["n1"][:2]}); len(got) == 0 {
+		t.Errorf("a lost undeploy: no violation found, want one")
+	}
 }
