@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/nodestate"
 	"github.com/better-compute/better-compute/sdk"
 )
@@ -181,21 +182,14 @@ type UpdateBMCInput struct {
 }
 
 // UUIDForms returns the forms a product UUID takes on the wire, lowercase:
-// as written, and with its first three fields byte-swapped (firmwares
-// disagree on the byte order of DHCP option 97 and SMBIOS). A string that
-// is not a UUID comes back alone.
+// as written, and in SMBIOS byte order (bmc.SwapUUID: firmwares disagree on
+// the byte order of DHCP option 97 and SMBIOS). A string that is not a
+// UUID comes back alone.
 func UUIDForms(u string) []string {
 	u = strings.ToLower(u)
-	p := strings.Split(u, "-")
-	if len(p) != 5 || len(p[0]) != 8 || len(p[1]) != 4 || len(p[2]) != 4 {
+	swapped, err := bmc.SwapUUID(u)
+	if err != nil {
 		return []string{u}
 	}
-	swap := func(s string) string {
-		var b strings.Builder
-		for i := len(s) - 2; i >= 0; i -= 2 {
-			b.WriteString(s[i : i+2])
-		}
-		return b.String()
-	}
-	return []string{u, strings.Join([]string{swap(p[0]), swap(p[1]), swap(p[2]), p[3], p[4]}, "-")}
+	return []string{u, swapped}
 }

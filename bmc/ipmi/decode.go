@@ -6,6 +6,7 @@ import (
 
 	"github.com/bougou/go-ipmi/pkg/types"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 )
 
@@ -25,9 +26,7 @@ func productUUID(raw []byte) (string, error) {
 	if zeros || ones {
 		return "", nil
 	}
-	b := raw
-	return fmt.Sprintf("%02x%02x%02x%02x-%02x%02x-%02x%02x-%x-%x",
-		b[3], b[2], b[1], b[0], b[5], b[4], b[7], b[6], b[8:10], b[10:16]), nil
+	return bmc.SwapUUID(fmt.Sprintf("%x-%x-%x-%x-%x", raw[0:4], raw[4:6], raw[6:8], raw[8:10], raw[10:16]))
 }
 
 // firmwareVersion prints Get Device ID's firmware revision as ipmitool

@@ -2,7 +2,6 @@ package ipmibmc
 
 import (
 	"context"
-	"encoding/hex"
 	"net"
 	"strings"
 	"time"
@@ -87,13 +86,9 @@ func ping(ctx context.Context, port int, within time.Duration) error {
 }
 
 // guidOf returns the system GUID ipmi_sim's configuration takes (32 hex
-// digits) for a product UUID: the bytes in SMBIOS order, the first three
-// fields least significant byte first, as bmc/ipmi decodes them.
+// digits) for a product UUID: the bytes in SMBIOS order (bmc.SwapUUID), as
+// bmc/ipmi decodes them.
 func guidOf(uuid string) (string, error) {
-	raw, err := hex.DecodeString(strings.ReplaceAll(uuid, "-", ""))
-	if err != nil || len(raw) != 16 || strings.Count(uuid, "-") != 4 {
-		return "", errs.Invalid("productUuid", "not a UUID: %q", uuid)
-	}
-	b := []byte{raw[3], raw[2], raw[1], raw[0], raw[5], raw[4], raw[7], raw[6]}
-	return hex.EncodeToString(append(b, raw[8:]...)), nil
+	g, err := bmc.SwapUUID(uuid)
+	return strings.ReplaceAll(g, "-", ""), err
 }
