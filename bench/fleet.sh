@@ -7,6 +7,7 @@
 # no-ops (bench/bare).
 #
 #   ITERS=3 bench/fleet.sh [SIZES]   (default SIZES 1,5,20; ITERS loops per size)
+#   ITERS=1 bench/fleet.sh 200,1000  (the large fleets: about 5 and 30 minutes a loop on 2 cores)
 #   TRACE=1 bench/fleet.sh 20        (tracing on: every span exported over OTLP/HTTP to an in-process receiver)
 #
 # About two minutes on 2 cores with the defaults. Needs the Postgres binaries
@@ -20,7 +21,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-(cd "$repo" && go test -tags fakehw -run '^$' -bench '^BenchmarkFleet$' -benchtime "${iters}x" -timeout 30m \
+(cd "$repo" && go test -tags fakehw -run '^$' -bench '^BenchmarkFleet$' -benchtime "${iters}x" -timeout "${TIMEOUT:-4h}" \
 	./demo -args -fleet="$sizes" ${TRACE:+-fleet-trace}) | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2
 
 # A result line is: name iterations ns/op then value unit pairs.
@@ -31,14 +32,15 @@ awk '
 	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
 }
 END {
-	printf "%4s | %8s %8s %9s | %7s %7s | %5s %5s | %7s %7s %7s | %6s %6s\n", "N", "loops/s", "bare", "ours/bare",
-		"acts/s", "bare", "acts", "local", "wall s", "in-acts", "bare", "RSS", "pg"
+	printf "%4s | %8s %8s %9s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s\n", "N", "loops/s", "bare", "ours/bare",
+		"acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "in-acts", "bare", "RSS", "pg"
 	for (i = 1; i <= count; i++) {
 		n = order[i]
-		printf "%4s | %8.3f %8.3f %9.2f | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f | %6.0f %6.0f\n", n,
+		printf "%4s | %8.3f %8.3f %9.2f | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f\n", n,
 			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["bare", n, "ours/bare"],
 			v["ours", n, "acts/s"], v["bare", n, "acts/s"], v["ours", n, "acts/loop"], v["ours", n, "local/loop"],
-			v["ours", n, "s-wall/loop"], v["ours", n, "s-in-acts/loop"], v["bare", n, "s-wall/loop"],
+			v["ours", n, "s-wall/loop"], v["ours", n, "s-p50/loop"], v["ours", n, "s-p99/loop"],
+			v["ours", n, "s-in-acts/loop"], v["bare", n, "s-wall/loop"],
 			v["ours", n, "MiB-peak-RSS"], v["ours", n, "MiB-pg-peak-RSS"]
 	}
 	print ""
@@ -47,7 +49,8 @@ END {
 	print "         same local, control-plane-queue and site-queue activities with our options (timeouts, heartbeat timeouts,"
 	print "         retry policies) read from our history; each a no-op, heartbeating once where ours have a heartbeat timeout"
 	print "acts     activities per loop (local + regular), read from our history; local: of which local activities"
-	print "wall s   one machine loop, its workflows from start to close; in-acts: of it, inside our regular activities"
+	print "wall s   one machine loop, its workflows from start to close (mean, p50, p99 over the machines'"'"' loops);"
+	print "         in-acts: of the mean, inside our regular activities"
 	print "RSS      peak MiB of the test process (control plane, embedded Temporal, agent, rack); pg: Postgres tree, sampled;"
 	print "         none for bare, which runs in the same process beside our idle control plane"
 	print "ours/bare  our time per loop over bare Temporal'"'"'s at the same N: 1.00 is no overhead"

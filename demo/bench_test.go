@@ -98,6 +98,11 @@ type fleet struct {
 	ours fleetResult
 }
 
+// timeout bounds a sub-benchmark: 20 minutes, and 4 s a machine beyond 200.
+func (f *fleet) timeout() time.Duration {
+	return 20*time.Minute + time.Duration(max(0, f.n-200))*4*time.Second
+}
+
 func (f *fleet) stop() {
 	if f.demo != nil {
 		f.demo.Stop()
@@ -155,7 +160,7 @@ func settle(b *testing.B) {
 // benchOurs starts the demo, left running for benchBare, and measures it.
 func (f *fleet) benchOurs(b *testing.B) {
 	settle(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout())
 	defer cancel()
 	d, err := demo.Start(ctx, demo.Config{Machines: f.n, DataDir: f.dir, Listen: "127.0.0.1:0",
 		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20, Tracer: fleetTracer(b)})
@@ -199,8 +204,11 @@ func enrollFleet(ctx context.Context, b *testing.B, d *demo.Demo) []string {
 	nodes := make([]string, len(machines))
 	fails := make([]error, len(machines))
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, demo.MaxInFlight) // as demo.LoopAll: Wait's bound holds
 	for i, m := range machines {
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			if nodes[i], fails[i] = d.Enroll(ctx, m); fails[i] == nil {
 				fails[i] = d.Wait(ctx, m.Name, nodes[i], "ready", 5*time.Minute)
 			}
@@ -268,8 +276,9 @@ func deployAndUndeploy(ctx context.Context, d *demo.Demo, node string) ([]runRef
 // runStats is what the histories of a sub-benchmark's runs show.
 type runStats struct {
 	loops, activities int
-	flows             []bare.Flow   // one loop's workflows, as the first loop ran them
-	wall, inActs      time.Duration // summed over the runs: see bare.Times
+	flows             []bare.Flow     // one loop's workflows, as the first loop ran them
+	wall, inActs      time.Duration   // summed over the runs: see bare.Times
+	loopWalls         []time.Duration // each loop's, its workflows' walls summed
 }
 
 // readRuns reads every run's history. The flow of a loop (its steps with
@@ -287,7 +296,9 @@ func readRuns(b *testing.B, c client.Client, runs []runRef, homeQueue string, wa
 		st.activities, st.wall, st.inActs = st.activities+len(f.Plan), st.wall+wall, st.inActs+in
 		if r.loop == 0 {
 			st.loops++
+			st.loopWalls = append(st.loopWalls, 0)
 		}
+		st.loopWalls[len(st.loopWalls)-1] += wall
 		if r.loop == len(st.flows) {
 			st.flows = append(st.flows, f)
 		} else if shape(f) != shape(st.flows[r.loop]) {
@@ -340,7 +351,7 @@ func (f *fleet) benchBare(b *testing.B) {
 		b.Fatalf("Fleet/bare/N=%d runs beside Fleet/ours/N=%d: run both (-bench 'Fleet/.*/N=%d$')", f.n, f.n, f.n)
 	}
 	settle(b)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout())
 	defer cancel()
 	bl := startBare(ctx, b, f)
 	defer bl.Stop()
@@ -424,5 +435,16 @@ func reportFleet(b *testing.B, st runStats, elapsed time.Duration) fleetResult {
 	b.ReportMetric(float64(local), "local/loop")
 	b.ReportMetric(st.wall.Seconds()/float64(st.loops), "s-wall/loop")
 	b.ReportMetric(st.inActs.Seconds()/float64(st.loops), "s-in-acts/loop")
+	b.ReportMetric(quantile(st.loopWalls, 0.50).Seconds(), "s-p50/loop")
+	b.ReportMetric(quantile(st.loopWalls, 0.99).Seconds(), "s-p99/loop")
 	return res
+}
+
+// quantile is the q-quantile of ds (nearest rank); 0 for none.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }

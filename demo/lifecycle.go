@@ -59,7 +59,7 @@ func (d *Demo) Wait(ctx context.Context, name, node, want string, timeout time.D
 		select {
 		case <-ctx.Done():
 			return errs.New(errs.Unavailable, "%s (%s) did not reach %s in %s; it is %s", name, node, want, timeout, n.State)
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(d.pollEvery()):
 		}
 	}
 }
@@ -121,15 +121,33 @@ func (d *Demo) DeployAndRelease(ctx context.Context, name, node string) error {
 	return d.Wait(ctx, name, node, "ready", 5*time.Minute)
 }
 
-// LoopAll runs Loop on every machine at once and returns the failures.
+// MaxInFlight is how many machines LoopAll takes through the lifecycle at
+// once. Beyond it the control plane only queues more work: each loop's
+// phases then take longer than Wait's bound, and its polls load the control
+// plane it waits on.
+const MaxInFlight = 200
+
+// pollEvery is how often Wait asks for a node: 250 ms for a few machines,
+// longer for many, so the demo's polls (a metal.get and a commands.list
+// each) stay near 200 requests a second (at 250 ms, 1,000 machines asked
+// 8,000 a second).
+func (d *Demo) pollEvery() time.Duration {
+	return max(250*time.Millisecond, time.Duration(min(d.cfg.Machines, MaxInFlight))*10*time.Millisecond)
+}
+
+// LoopAll runs Loop on every machine, MaxInFlight at once, and returns the
+// failures.
 func (d *Demo) LoopAll(ctx context.Context) (nodes map[string]string, failed []error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, MaxInFlight)
 	nodes = map[string]string{}
 	for _, m := range d.Rack.Machines() {
 		wg.Add(1)
+		slots <- struct{}{}
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			node, err := d.Loop(ctx, m)
 			mu.Lock()
 			defer mu.Unlock()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime/pprof"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,6 +26,7 @@ func demoCommand() *cli.Command {
 			&cli.StringFlag{Name: "ui-listen", Value: controlplane.DefaultUIListen},
 			&cli.StringFlag{Name: "agents-listen", Value: controlplane.DefaultAgentsListen},
 			&cli.StringFlag{Name: "log-level", Value: "warn"},
+			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile (go tool pprof) of the whole run to this file"},
 			logflag.Format(),
 		},
 		Action: func(c *cli.Context) error {
@@ -34,10 +36,31 @@ func demoCommand() *cli.Command {
 				return err
 			}
 			defer tracing.Stop(stop, log)
+			if p := c.String("cpu-profile"); p != "" {
+				stop, err := startCPUProfile(p)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return demo.Run(c.Context, demo.Config{Machines: c.Int("machines"), IPMI: c.Int("ipmi"), Once: c.Bool("once"),
 				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: log, Tracer: tp,
 				Listen: c.String("listen"), TemporalListen: c.String("temporal-listen"),
 				UIListen: c.String("ui-listen"), AgentsListen: c.String("agents-listen")})
 		},
 	}
+}
+
+// startCPUProfile profiles the process's CPU into path until the returned
+// func is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
