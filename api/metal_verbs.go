@@ -92,7 +92,7 @@ func (s metal) canRun(ctx context.Context, n store.Node, p store.Profile) error 
 	if err != nil {
 		return err
 	}
-	_, problems, err := s.resolveProfile(ctx, n.TenantID, doc, t)
+	_, problems, err := s.resolveFor(ctx, n.TenantID, p.TenantID, doc, t)
 	if err != nil || len(problems) == 0 {
 		return err
 	}

@@ -74,6 +74,13 @@ func (s *Server) publishedSteps(ctx context.Context, tenant string) (published, 
 // Every problem is returned, each naming its field (steps[i].use…); with
 // none, the plan (what profiles render shows).
 func (s *Server) resolveProfile(ctx context.Context, tenant string, doc provision.Profile, t *sdk.Target) (sdk.Plan, []provision.Problem, error) {
+	return s.resolveFor(ctx, tenant, tenant, doc, t)
+}
+
+// resolveFor is resolveProfile of owner's profile run by tenant: the steps
+// are tenant's (its sites run them), the images and user data the
+// profile names are owner's (another tenant's public profile).
+func (s *Server) resolveFor(ctx context.Context, tenant, owner string, doc provision.Profile, t *sdk.Target) (sdk.Plan, []provision.Problem, error) {
 	out := doc.Validate()
 	if len(out) > 0 {
 		return sdk.Plan{}, out, nil
@@ -91,8 +98,12 @@ func (s *Server) resolveProfile(ctx context.Context, tenant string, doc provisio
 		out = append(out, provision.Problem{Field: pr.Field, Message: pr.Message})
 	}
 	out = append(out, p.unserved(doc.Steps, t)...)
-	images, err := s.missingImages(ctx, tenant, p.reg, doc.Steps)
-	if out = append(out, images...); err != nil || len(out) > 0 {
+	images, err := s.missingImages(ctx, owner, p.reg, doc.Steps)
+	if out = append(out, images...); err != nil {
+		return sdk.Plan{}, out, err
+	}
+	userData, err := s.userDataProblems(ctx, owner, doc.Steps)
+	if out = append(out, userData...); err != nil || len(out) > 0 {
 		return sdk.Plan{}, out, err
 	}
 	return plan, nil, nil
@@ -134,7 +145,7 @@ func (p published) anySite(id string) bool {
 }
 
 // missingImages names the catalog images (the steps' inputs of type image)
-// that the tenant does not have.
+// that the tenant (the profile's owner) does not have.
 func (s *Server) missingImages(ctx context.Context, tenant string, reg *sdk.Registry, steps []provision.Step) ([]provision.Problem, error) {
 	var out []provision.Problem
 	for i, ps := range steps {

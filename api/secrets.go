@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/userdata"
 	"github.com/better-compute/better-compute/store"
 )
 
@@ -106,8 +107,11 @@ func secretValues(raw []byte) (map[string]string, error) {
 		}
 		values = map[string]string{"username": user, "password": pass}
 	}
+	if values[userdata.Key] != "" { // a user-data template, which deploy.image's userDataRef names
+		return values, nil
+	}
 	if values["username"] == "" || values["password"] == "" {
-		return nil, errs.Invalid("value", "the secret needs a non-empty username and password (BMC credentials)")
+		return nil, errs.Invalid("value", "the secret needs a non-empty username and password (BMC credentials), or a userData template")
 	}
 	return values, nil
 }

@@ -106,7 +106,12 @@ type WipeAttestation struct {
 }
 
 // ImageInput names a catalog image.
-type ImageInput struct{ TenantID, ImageID string }
+type ImageInput struct {
+	TenantID, ImageID string
+	// Owner is the tenant of the profile that names the image (another
+	// tenant's public profile): the image is read from its catalog.
+	Owner string `json:",omitempty"`
+}
 
 // ProfileInput names a profile version.
 type ProfileInput struct {
@@ -123,6 +128,9 @@ type Profile struct {
 	// Plan is Steps resolved against the control plane's step registry;
 	// nil in the histories of runs from before it (legacyPlan).
 	Plan *sdk.Plan `json:",omitempty"`
+	// Owner is the profile's tenant (a public profile's is another
+	// tenant's); "" in the histories of runs from before.
+	Owner string `json:",omitempty"`
 }
 
 // ProfileStep is one step of a profile.

@@ -47,7 +47,7 @@ func DeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		d := deployer{run: r, from: map[string]sdk.Values{}}
+		d := deployer{run: r, from: map[string]sdk.Values{}, owner: p.Owner}
 		for _, s := range plan.Steps {
 			if err := d.step(s); err != nil {
 				return nil, err

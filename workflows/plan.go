@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -56,6 +57,7 @@ type deployer struct {
 	*run
 	ramdiskUp bool
 	from      map[string]sdk.Values
+	owner     string // the profile's tenant: its images and user data are its
 }
 
 // step runs one planned step: its image pinned at the site first, the
@@ -102,16 +104,42 @@ func (d *deployer) inputs(s sdk.PlannedStep) (sdk.Values, error) {
 		}
 		in[f] = v
 	}
-	if s.Image == "" {
-		return in, nil
+	if s.Image != "" {
+		img, err := d.pinImage(in.String(s.Image))
+		if err != nil {
+			return nil, err
+		}
+		delete(in, s.Image)
+		if err := merge(in, sdk.Values{"imageId": img.ImageID, "path": img.Path, "digest": img.Digest,
+			"compression": img.Compression, "size": img.Size}); err != nil {
+			return nil, err
+		}
 	}
-	img, err := d.pinImage(in.String(s.Image))
-	if err != nil {
-		return nil, err
+	return in, d.userData(s, in)
+}
+
+// userData replaces deploy.image's userDataRef (the profile's template, a
+// secret) by where the node's site serves it rendered with its token
+// (userdata.render, after the image is pinned so the token's life starts
+// late): neither the data nor the token enters a command or the history.
+func (d *deployer) userData(s sdk.PlannedStep, in sdk.Values) error {
+	ref := in.String("userDataRef")
+	if s.Use != StepDeployImage || ref == "" ||
+		workflow.GetVersion(d.ctx, "render-user-data", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil // a run from before passed the reference through
 	}
-	delete(in, s.Image)
-	return in, merge(in, sdk.Values{"imageId": img.ImageID, "path": img.Path, "digest": img.Digest,
-		"compression": img.Compression, "size": img.Size})
+	owner := d.owner
+	if owner == "" {
+		owner = d.in.TenantID
+	}
+	ud := kinds.UserDataInput{TenantID: d.in.TenantID, NodeID: d.in.NodeID, Owner: owner, Ref: ref,
+		Field: fmt.Sprintf("profile.steps[%d].with.userDataRef", s.Index)}
+	var out kinds.UserDataOutput
+	if err := workflow.ExecuteActivity(d.cp(time.Minute), kinds.ActRenderUserData, ud).Get(d.ctx, &out); err != nil {
+		return err
+	}
+	in["userDataRef"], in["userDataSha256"] = out.Path, out.SHA256
+	return nil
 }
 
 // pinned is an image made present and verified at the node's site.
@@ -124,7 +152,7 @@ type pinned struct {
 func (d *deployer) pinImage(id string) (pinned, error) {
 	var img kinds.EnsureImageInput
 	if err := workflow.ExecuteActivity(d.cp(time.Minute), kinds.ActGetImage,
-		kinds.ImageInput{TenantID: d.in.TenantID, ImageID: id}).Get(d.ctx, &img); err != nil {
+		kinds.ImageInput{TenantID: d.in.TenantID, ImageID: id, Owner: d.owner}).Get(d.ctx, &img); err != nil {
 		return pinned{}, err
 	}
 	var cached kinds.EnsureImageOutput

@@ -64,6 +64,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	reg(kinds.ActEndMACWait, a.EndMACWait)
 	reg(kinds.ActForgetMAC, a.ForgetMAC)
 	reg(kinds.ActUpdateBMC, a.UpdateBMC)
+	reg(kinds.ActRenderUserData, a.RenderUserData)
 }
 
 func (a *Activities) now() time.Time {
@@ -120,7 +121,11 @@ func (a *Activities) IssueDiscoveryToken(ctx context.Context, in kinds.Discovery
 
 // GetImage reads a catalog image as the site cache needs it.
 func (a *Activities) GetImage(ctx context.Context, in kinds.ImageInput) (kinds.EnsureImageInput, error) {
-	img, err := a.Store.GetImage(ctx, in.TenantID, in.ImageID)
+	tenant := in.TenantID
+	if in.Owner != "" { // a public profile's image is in its owner's catalog
+		tenant = in.Owner
+	}
+	img, err := a.Store.GetImage(ctx, tenant, in.ImageID)
 	if err != nil {
 		return kinds.EnsureImageInput{}, errs.ToTemporal(err)
 	}
@@ -144,6 +149,7 @@ func (a *Activities) GetProfile(ctx context.Context, in kinds.ProfileInput) (kin
 		return kinds.Profile{}, err
 	}
 	out, err := PlanProfile(reg, doc)
+	out.Owner = p.TenantID
 	return out, errs.ToTemporal(err)
 }
 
