@@ -52,7 +52,7 @@ func deployImage() sdk.Step {
 			{Name: "image", Type: sdk.Image, Required: true, Doc: "the catalog image to write"},
 			{Name: "disk", Type: sdk.String, Doc: "the target disk (WWN or serial); the first disk when left out"},
 			{Name: "format", Type: sdk.String, Default: "raw", Enum: Formats(), Doc: "the image's format"},
-			{Name: "userDataRef", Type: sdk.String, Doc: "a reference to the user data, never the data"},
+			{Name: "userDataRef", Type: sdk.String, Doc: "secret://TENANT/NAME of the profile's tenant holding a userData template, rendered for each node and written to a cidata partition"},
 		},
 		Outputs: []string{"disk", "bytesWritten", "digest"},
 	}
