@@ -5,14 +5,21 @@
 # zero blocks; correct only because the bench's disk is a fresh sparse file:
 # over a disk that held data it would leave that data where the image is
 # zero, which WriteImage does not). Images: a full one (every block
-# compressible data) and a mostly empty one (5% of blocks data).
+# compressible data) and a mostly empty one (5% of blocks data), compressed
+# by the zstd tool. All three write to a fresh sparse file in the same
+# directory (one file system), synced before each run.
+# Then BenchmarkWriteImageStages splits WriteImage's time on the same images
+# (hash alone, decompression alone, the writer onto a disk that drops
+# everything, the writer with the hashing skipped).
 # Needs zstd (apt-get install -y zstd) and about 2x SIZE of free disk space.
 #
-#   RUNS=5 PROFILE=DIR ramdisk/disk/bench.sh [SIZE_MIB]
+#   RUNS=5 STAGE_RUNS=3 PROFILE=DIR ramdisk/disk/bench.sh [SIZE_MIB]
 #
-# SIZE_MIB defaults to 1024; each figure is the best of RUNS (default 5: the
-# bench machine is shared, so one run says little); with PROFILE, the last
-# WriteImage run of each image leaves a CPU profile in DIR/<image>.prof
+# SIZE_MIB defaults to 1024. Each peer runs RUNS times (default 5),
+# interleaved: the bench machine is shared, so each figure is the median of
+# the runs with their range, and each ratio is taken within one round (the
+# three runs back to back) before its median and range. With PROFILE, the
+# last WriteImage run of each image leaves a CPU profile in DIR/<image>.prof
 # (go tool pprof -top DIR/full.prof).
 set -euo pipefail
 export GOTOOLCHAIN=go1.27.3
@@ -23,14 +30,18 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 command -v zstd >/dev/null || { echo "bench.sh: zstd not found: apt-get install -y zstd" >&2; exit 1; }
 profile=${PROFILE:-}
 [ -z "$profile" ] || mkdir -p "$profile"
+runs=${RUNS:-5}
+stage_runs=${STAGE_RUNS:-3}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-(cd "$repo" && go build -o "$work/benchcmd" ./ramdisk/disk/internal/benchcmd)
+(cd "$repo" && go build -o "$work/benchcmd" ./ramdisk/disk/internal/benchcmd &&
+	go test -c -o "$work/disk.test" ./ramdisk/disk)
 
-runs=${RUNS:-5}
 now() { date +%s.%N; }
-best() { if [ -z "$1" ] || [ "$(echo "$2 < $1" | bc -l)" = 1 ]; then echo "$2"; else echo "$1"; fi; }
+# summary: "median (min-max)" of the numbers on stdin, with format $1
+summary() { sort -g | awk -v f="$1" '{v[NR]=$1} END {m = NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2; printf f " (" f "-" f ")", m, v[1], v[NR]}'; }
+div() { echo "$1 / $2" | bc -l; }
 
 # dd_run CONV IMAGE: seconds of zstd -dc IMAGE | dd conv=CONV onto a fresh sparse disk
 dd_run() {
@@ -44,38 +55,54 @@ dd_run() {
 	echo "$t1 - $t0" | bc -l
 }
 
-printf '%-7s %6s %7s %7s %11s %12s %6s %12s | %6s %7s %6s %8s\n' image MiB "zst MiB" "dd s" "dd-sparse s" "WriteImage s" "vs dd" "vs dd-sparse" \
-	"wait s" "write s" "sync s" "sha256 s"
+# go_run IMAGE [benchcmd flags]: benchcmd write's line, "seconds bytes wait write sync sha256"
+go_run() {
+	truncate -s "$size" "$work/go.disk"
+	sync
+	"$work/benchcmd" write -image "$1" -compression zstd -disk "$work/go.disk" "${@:2}"
+	rm -f "$work/go.disk"
+}
+
+results=$work/results
+stages=$work/stages
 for kind in full sparse; do
 	"$work/benchcmd" gen -kind "$kind" -size "$size" -out "$work/$kind.raw"
 	zstd -q -3 -T0 --rm -o "$work/$kind.raw.zst" "$work/$kind.raw"
 	zst_mib=$(( $(stat -c %s "$work/$kind.raw.zst") >> 20 ))
-
-	# best of $runs for each, interleaved, with a sync before every run so
-	# that one run's writeback does not land on the next
-	dd_s="" sp_s="" go_s="" go_line=""
-	for _ in $(seq "$runs"); do
-		dd_s=$(best "$dd_s" "$(dd_run notrunc,fsync "$work/$kind.raw.zst")")
-		sp_s=$(best "$sp_s" "$(dd_run sparse,notrunc,fsync "$work/$kind.raw.zst")")
-
-		truncate -s "$size" "$work/go.disk"
-		sync
+	: >"$work/rounds"
+	for i in $(seq "$runs"); do
+		dd_s=$(dd_run notrunc,fsync "$work/$kind.raw.zst")
+		sp_s=$(dd_run sparse,notrunc,fsync "$work/$kind.raw.zst")
 		prof=()
-		[ -z "$profile" ] || prof=(-cpuprofile "$profile/$kind.prof")
-		line=$("$work/benchcmd" write -image "$work/$kind.raw.zst" -compression zstd -disk "$work/go.disk" "${prof[@]}" 2>/dev/null)
-		read -r s _ <<<"$line"
-		if [ "$(best "$go_s" "$s")" = "$s" ]; then go_s=$s go_line=$line; fi
-		rm -f "$work/go.disk"
+		[ -z "$profile" ] || [ "$i" != "$runs" ] || prof=(-cpuprofile "$profile/$kind.prof")
+		read -r go_s _ wait_s write_s sync_s hash_s < <(go_run "$work/$kind.raw.zst" "${prof[@]}")
+		echo "$dd_s $sp_s $go_s $(div "$go_s" "$dd_s") $(div "$go_s" "$sp_s") $wait_s $write_s $sync_s $hash_s" >>"$work/rounds"
 	done
-	rm -f "$work/$kind.raw.zst"
+	col() { cut -d' ' -f"$1" "$work/rounds" | summary "$2"; }
+	printf '%-7s %5s %4s | %-23s | %-23s | %-23s | %-17s | %-17s | %s / %s / %s\n' "$kind" "$size_mib" "$zst_mib" \
+		"$(col 1 %.3f)" "$(col 2 %.3f)" "$(col 3 %.3f)" "$(col 4 %.2f)" "$(col 5 %.2f)" \
+		"$(col 6 %.3f)" "$(col 7 %.3f)" "$(col 8 %.3f)" >>"$results"
 
-	read -r _ _ wait_s write_s sync_s hash_s <<<"$go_line"
-	printf '%-7s %6d %7d %7.3f %11.3f %12.3f %6.2f %12.2f | %6.3f %7.3f %6.3f %8.3f\n' "$kind" "$size_mib" "$zst_mib" "$dd_s" "$sp_s" "$go_s" \
-		"$(echo "$go_s / $dd_s" | bc -l)" "$(echo "$go_s / $sp_s" | bc -l)" "$wait_s" "$write_s" "$sync_s" "$hash_s"
+	DISK_BENCH_IMAGE=$work/$kind.raw.zst DISK_BENCH_DIR=$work "$work/disk.test" -test.run '^$' \
+		-test.bench 'BenchmarkWriteImageStages' -test.benchtime "${stage_runs}x" |
+		awk -v k="$kind" '$1 ~ /^BenchmarkWriteImageStages\// {split($1, p, "/"); sub(/-[0-9]+$/, "", p[3]); t[p[3]] = $3 / 1e9}
+			END {printf "%-7s %8.3f %10.3f %10.3f %8.3f %8.3f %6.3f\n", k, t["hash"], t["decompress"], t["hash+decompress"], t["devnull"], t["nohash"], t["all"]}' >>"$stages"
+	rm -f "$work/$kind.raw.zst"
 done
+
+echo "seconds and ratios: median (min-max) of $runs rounds; a ratio below 1 is WriteImage faster (0.20: 5x faster)"
+printf '%-7s %5s %4s | %-23s | %-23s | %-23s | %-17s | %-17s | %s\n' image MiB zst "zstd|dd fsync s" "zstd|dd sparse s" "WriteImage s" "vs dd" "vs dd-sparse" \
+	"WriteImage's wait / write / sync s"
+cat "$results"
 cat <<'TXT'
-vs dd, vs dd-sparse = WriteImage time / peer time (below 1: WriteImage is faster; 0.20 is 5x faster).
-Right of |, for the best WriteImage run: wait = the writer waiting for decompressed data (decompression,
-with the stream's sha256 before it), write = in writes and zeroing, sync = in fdatasync (checkpoints
-overlap the writes); sha256 = hashing the stream alone, which WriteImage does in-stream.
+wait = the writer waiting for decompressed data (decompression, with the stream's sha256 before it);
+write = in writes and zeroing; sync = in fdatasync (checkpoints overlap the writes).
+TXT
+echo
+echo "where WriteImage's time goes (BenchmarkWriteImageStages, seconds per op, mean of $stage_runs):"
+printf '%-7s %8s %10s %10s %8s %8s %6s\n' image sha256 decompress "sha+decomp" "devnull" "nohash" "all"
+cat "$stages"
+cat <<'TXT'
+sha256, decompress = each alone; devnull = the whole writer (hash, decompress, zero checks) onto a disk
+that keeps nothing; nohash = onto the file with the hashing skipped; all = WriteImage onto the file.
 TXT

@@ -1,11 +1,8 @@
 package disk
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"io"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -60,37 +57,6 @@ func BenchmarkWriteImageZstd(b *testing.B) {
 			b.ReportMetric(wait.Seconds()/float64(b.N), "wait-s/op")
 			b.ReportMetric(write.Seconds()/float64(b.N), "write-s/op")
 			b.ReportMetric(sync.Seconds()/float64(b.N), "sync-s/op")
-		})
-	}
-}
-
-// BenchmarkImageDecodeZstd is WriteImage's reading side alone: the stream
-// hashed and decompressed, with the same decoder settings, into nothing. Set
-// against BenchmarkWriteImageZstd it says how much of a write is
-// decompression and hashing.
-func BenchmarkImageDecodeZstd(b *testing.B) {
-	for _, bc := range []struct {
-		name    string
-		size    int64
-		dataPct int
-	}{
-		{"full-512MiB", 512 << 20, 100},
-		{"sparse-1GiB-5pct", 1 << 30, 5},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			stream := compress(b, benchImage(bc.size, bc.dataPct), "zstd")
-			b.SetBytes(bc.size)
-			for b.Loop() {
-				counted := &countingReader{r: bytes.NewReader(stream), h: sha256.New()}
-				dec, closeDec, err := decompressor(bufio.NewReaderSize(counted, 1<<20), "zstd")
-				if err != nil {
-					b.Fatal(err)
-				}
-				if n, err := io.Copy(io.Discard, dec); err != nil || n != bc.size {
-					b.Fatalf("decompressed %d bytes, %v; want %d", n, err, bc.size)
-				}
-				closeDec()
-			}
 		})
 	}
 }

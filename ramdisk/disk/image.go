@@ -109,7 +109,7 @@ func WriteImage(ctx context.Context, src io.Reader, spec ImageSpec, d Disk, resu
 		return ImageResult{}, err
 	}
 	defer closeLog()
-	return writeImage(ctx, src, spec, dev, d.Name, t.size, resumeFrom, progress)
+	return writeImage(ctx, src, sha256.New(), spec, dev, d.Name, t.size, resumeFrom, progress)
 }
 
 func (s ImageSpec) validate() error {
@@ -151,7 +151,9 @@ type imageWriter struct {
 // enough that the zeros stay in the CPU's cache.
 const zeroCmp = 64 << 10
 
-func writeImage(ctx context.Context, src io.Reader, spec ImageSpec, dev blockDev, name string, size, resumeFrom int64, progress func(int64)) (ImageResult, error) {
+// writeImage is WriteImage onto dev, with h the hash of the stream as served
+// (sha256: the benchmarks swap in one that skips the hashing, to time it).
+func writeImage(ctx context.Context, src io.Reader, h hash.Hash, spec ImageSpec, dev blockDev, name string, size, resumeFrom int64, progress func(int64)) (ImageResult, error) {
 	if spec.Size > size {
 		return ImageResult{}, errs.Invalid("image.size", "image of %d bytes does not fit disk %s of %d bytes", spec.Size, name, size)
 	}
@@ -164,7 +166,6 @@ func writeImage(ctx context.Context, src io.Reader, spec ImageSpec, dev blockDev
 	w := &imageWriter{dev: dev, name: name, size: size, resume: resumeFrom &^ (blockSize - 1), progress: progress,
 		cmp: alignedBuf(blockSize), zeros: make([]byte, zeroCmp)}
 	w.res = ImageResult{Disk: name, Started: time.Now().UTC()}
-	h := sha256.New()
 	counted := &countingReader{r: src, h: h}
 	dec, closeDec, err := decompressor(bufio.NewReaderSize(counted, 1<<20), spec.Compression)
 	if err != nil {
@@ -339,8 +340,10 @@ func decompressor(r io.Reader, compression string) (io.Reader, func(), error) {
 		// of the stream as served does not: the same stream decompresses to
 		// the same bytes.
 		// rleToRaw: zero RLE blocks reach the decoder as raw blocks, which it
-		// copies instead of expanding byte by byte.
-		z, err := zstd.NewReader(&rleToRaw{r: r}, zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(1<<31), zstd.IgnoreChecksum(true))
+		// copies instead of expanding byte by byte, and long runs of them do
+		// not reach it at all when the reader of the image takes them as a
+		// count (zstdImage.cutZerosTo).
+		z, err := newZstdImage(r, zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(1<<31), zstd.IgnoreChecksum(true))
 		if err != nil {
 			return nil, nil, errs.Wrap(errs.DriverError, err, "image stream is not zstd")
 		}

@@ -228,7 +228,7 @@ func TestWriteImageResume(t *testing.T) {
 			}
 			defer tg.Close()
 			dev := &countingDev{blockDev: tg, below: resume}
-			res, err := writeImage(context.Background(), bytes.NewReader(stream), spec, dev, d.Name, tg.size, resume, nil)
+			res, err := writeImage(context.Background(), bytes.NewReader(stream), sha256.New(), spec, dev, d.Name, tg.size, resume, nil)
 			if err != nil {
 				t.Fatalf("writeImage(resume %d) = %v", resume, err)
 			}

@@ -39,6 +39,9 @@ func readAhead(dec io.Reader, closeDec func()) (out <-chan chunk, recycle func([
 	done := make(chan struct{})
 	go func() {
 		f := &blockFiller{free: free, out: ch, done: done, zeros: make([]byte, zeroCmp)}
+		if c, ok := dec.(interface{ cutZerosTo(zeroWriter) }); ok {
+			c.cutZerosTo(f) // long zero runs come as counts (zstd)
+		}
 		// io.Copy uses the decompressor's WriteTo where it has one (zstd,
 		// gzip): its output buffers come to Write without a copy.
 		_, err := io.Copy(f, dec)
@@ -72,13 +75,8 @@ type blockFiller struct {
 func (f *blockFiller) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
-		if f.buf == nil {
-			select {
-			case f.buf = <-f.free:
-			case <-f.done:
-				return written, errStopped
-			}
-			f.n, f.zero = 0, true
+		if !f.take() {
+			return written, errStopped
 		}
 		piece := p[:min(len(p), len(f.buf)-f.n)]
 		if f.zero && firstNonzero(piece, f.zeros) >= 0 {
@@ -96,6 +94,41 @@ func (f *blockFiller) Write(p []byte) (int, error) {
 		}
 	}
 	return written, nil
+}
+
+// WriteZeros adds n zero bytes (a run the decompressor cut out, see
+// rleToRaw) without copying them while the block holds only zeros.
+func (f *blockFiller) WriteZeros(n int64) error {
+	for n > 0 {
+		if !f.take() {
+			return errStopped
+		}
+		k := int(min(n, int64(len(f.buf)-f.n)))
+		if !f.zero {
+			clear(f.buf[f.n : f.n+k])
+		}
+		f.n += k
+		n -= int64(k)
+		if f.n == len(f.buf) && !f.send(nil) {
+			return errStopped
+		}
+	}
+	return nil
+}
+
+// take gets a free buffer for the next block unless one is being filled;
+// false when the writer has stopped.
+func (f *blockFiller) take() bool {
+	if f.buf != nil {
+		return true
+	}
+	select {
+	case f.buf = <-f.free:
+	case <-f.done:
+		return false
+	}
+	f.n, f.zero = 0, true
+	return true
 }
 
 // send hands the block filled so far (none when buf is nil) to the writer,

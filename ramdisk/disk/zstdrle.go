@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"math"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // rleToRaw passes a zstd stream through unchanged but for one thing: an
@@ -18,6 +20,17 @@ import (
 // sha256 is taken below this reader, on the stream as served. Anything this
 // reader does not understand (another magic, a reserved block type, a
 // truncated header) it passes through as it is, for the decoder to refuse.
+//
+// With a sink (see zstdImage), a run of zero RLE blocks longer than the
+// frame's window (by minCut at least) is not decompressed at all: the
+// decoder gets only its last window's worth, as raw blocks, and the rest
+// goes to the sink as a count, at the moment the decoder asks for the run's
+// first block. The decoder then ends up in the same state (raw and RLE
+// blocks change neither its entropy tables nor its repeat offsets, and its
+// window holds zeros either way) and, decoding synchronously (concurrency
+// 1: it writes out each block before it reads the next), has written out
+// every byte before the run, so the sink's zeros land inside the run. The
+// frame's header loses its content size, which would no longer add up.
 type rleToRaw struct {
 	r         io.Reader
 	out       []byte // bytes to hand out first: a header, as read or changed
@@ -29,7 +42,24 @@ type rleToRaw struct {
 	hdr       [18]byte
 	have      int // bytes of hdr read for the header being parsed
 	converted int // RLE blocks turned into raw blocks
+
+	sink     zeroWriter
+	window   int64  // the frame's window; 0 while its zero runs are not cut
+	pending  int64  // zero RLE bytes held back
+	rawZeros int64  // zeros still to hand out as raw blocks (ahead of held)
+	held     []byte // the header after a held-back run
+	rawHdr   [3]byte
+	cuts     int64 // zero bytes handed to sink
 }
+
+// zeroWriter takes n zero bytes as a count.
+type zeroWriter interface {
+	WriteZeros(n int64) error
+}
+
+// minCut is the shortest cut worth making: below it, the zeros go through
+// the decoder as raw blocks.
+const minCut = 4 << 20
 
 const (
 	zstdMagic      = 0xFD2FB528
@@ -49,6 +79,10 @@ func (z *rleToRaw) Read(p []byte) (int, error) {
 			clear(p[:n])
 			z.zeros -= n
 			return n, nil
+		case z.rawZeros > 0:
+			z.rawBlock()
+		case len(z.held) > 0:
+			z.out, z.held = z.held, nil
 		case z.pass > 0:
 			n, err := z.r.Read(p[:min(int64(len(p)), z.pass)])
 			z.pass -= int64(n)
@@ -86,6 +120,19 @@ func (z *rleToRaw) next() {
 		if !z.fill(4) {
 			return
 		}
+		if z.hdr[3] == 0 && z.window > 0 && size <= zstdMaxBlock {
+			z.pending += size
+			z.have = 0
+			if last { // the run ends the frame: an empty last block does
+				z.inFrame = false
+				if z.checksum {
+					z.pass = 4
+				}
+				z.out = emptyLastBlock[:]
+				z.flushPending()
+			}
+			return
+		}
 		if z.hdr[3] == 0 && size <= zstdMaxBlock {
 			bh &^= 3 << 1 // type raw; its contents are the zeros
 			z.hdr[0], z.hdr[1], z.hdr[2] = byte(bh), byte(bh>>8), byte(bh>>16)
@@ -104,6 +151,7 @@ func (z *rleToRaw) next() {
 		}
 	}
 	z.emit()
+	z.flushPending()
 }
 
 // nextFrame reads a frame's magic and, for a zstd frame, the rest of its
@@ -129,6 +177,10 @@ func (z *rleToRaw) nextFrame() {
 			return
 		}
 		z.checksum, z.inFrame = fhd&(1<<2) != 0, true
+		z.window = 0
+		if z.sink != nil && !single {
+			z.cutFrame(fhd, n)
+		}
 	case magic&0xFFFFFFF0 == skippableMagic:
 		if !z.fill(8) {
 			return
@@ -160,3 +212,69 @@ func (z *rleToRaw) fill(n int) bool {
 func (z *rleToRaw) emit() {
 	z.out, z.have = z.hdr[:z.have], 0
 }
+
+// emptyLastBlock is a raw block of no bytes that ends its frame.
+var emptyLastBlock = [3]byte{1, 0, 0}
+
+// cutFrame lets the zero runs of the frame whose header (n bytes, with a
+// window descriptor) is in hdr be cut: it notes the window (RFC 8878,
+// 3.1.1.1.2) and drops the content size from the header.
+func (z *rleToRaw) cutFrame(fhd byte, n int) {
+	wd := z.hdr[5]
+	wlog := 10 + int64(wd>>3)
+	z.window = 1<<wlog + (1<<wlog)/8*int64(wd&7)
+	if fcs := [4]int{0, 2, 4, 8}[fhd>>6]; fcs > 0 {
+		z.hdr[4] = fhd &^ (3 << 6)
+		z.have = n - fcs // the content size is the header's last field
+	}
+}
+
+// flushPending hands out the zero run held back, ahead of the header in
+// z.out: all of it to sink but the window's last bytes, which the decoder
+// gets as raw blocks, when the run is long enough; else all as raw blocks.
+func (z *rleToRaw) flushPending() {
+	n := z.pending
+	if n == 0 {
+		return
+	}
+	z.pending = 0
+	z.held, z.out = z.out, nil
+	keep := min(n, z.window)
+	if n-keep >= minCut {
+		if err := z.sink.WriteZeros(n - keep); err != nil {
+			z.held, z.pass, z.err = nil, 0, err
+			return
+		}
+		z.cuts += n - keep
+		n = keep
+	}
+	z.rawZeros = n
+}
+
+// rawBlock hands out the next raw block of rawZeros.
+func (z *rleToRaw) rawBlock() {
+	n := min(z.rawZeros, z.window, zstdMaxBlock)
+	z.rawZeros -= n
+	bh := uint32(n) << 3 // raw, not last
+	z.rawHdr = [3]byte{byte(bh), byte(bh >> 8), byte(bh >> 16)}
+	z.out, z.zeros = z.rawHdr[:], int(n)
+}
+
+// zstdImage is the zstd decoder of an image: synchronous, through rleToRaw,
+// so that the block filler (cutZerosTo) takes long zero runs as counts.
+type zstdImage struct {
+	*zstd.Decoder
+	z *rleToRaw
+}
+
+func newZstdImage(r io.Reader, opts ...zstd.DOption) (*zstdImage, error) {
+	z := &rleToRaw{r: r}
+	dec, err := zstd.NewReader(z, append(opts, zstd.WithDecoderConcurrency(1))...)
+	if err != nil {
+		return nil, err
+	}
+	return &zstdImage{Decoder: dec, z: z}, nil
+}
+
+// cutZerosTo has long zero runs handed to w; before the first read only.
+func (d *zstdImage) cutZerosTo(w zeroWriter) { d.z.sink = w }
