@@ -30,8 +30,10 @@ const (
 // Agents is what the agents' listener needs: the CA that certifies agents,
 // and what a site agent's worker connects to.
 type Agents struct {
-	CA                *pki.CA
-	TemporalAddress   string
+	CA *pki.CA
+	// TemporalAddresses are the frontends of the Temporal cluster: a site
+	// agent balances over them all.
+	TemporalAddresses []string
 	TemporalNamespace string
 	// CodecKey is the payload key of a site agent's tenant: a site
 	// decrypts its own tenant's payloads only.
@@ -134,7 +136,10 @@ func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, 
 	out := &v1.JoinResponse{CaPem: s.a.CA.CertPEM(), Identity: adm.identity, SiteId: adm.site, TenantId: adm.tenant}
 	var err error
 	if adm.role == pki.RoleSite {
-		out.TemporalAddress, out.TemporalNamespace = s.a.TemporalAddress, s.a.TemporalNamespace
+		out.TemporalAddresses, out.TemporalNamespace = s.a.TemporalAddresses, s.a.TemporalNamespace
+		if len(s.a.TemporalAddresses) > 0 { // for site agents from before temporal_addresses
+			out.TemporalAddress = s.a.TemporalAddresses[0]
+		}
 		out.TaskQueue = kinds.SiteTaskQueue(adm.site)
 		if s.a.CodecKey == nil {
 			return nil, errs.New(errs.Internal, "the agents' listener has no payload keys")

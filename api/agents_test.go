@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/tls"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -35,7 +36,7 @@ func newAgentsEnv(t *testing.T) *agentsEnv {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: e.store}).AgentsHandler(
-		api.Agents{CA: ca, TemporalAddress: "127.0.0.1:7233", TemporalNamespace: "ns", CodecKey: func(_ context.Context, tenant string) ([]byte, error) { return []byte("key of " + tenant), nil },
+		api.Agents{CA: ca, TemporalAddresses: []string{"127.0.0.1:7233", "127.0.0.1:7243"}, TemporalNamespace: "ns", CodecKey: func(_ context.Context, tenant string) ([]byte, error) { return []byte("key of " + tenant), nil },
 			TemporalTLS: true, TemporalServerName: "127.0.0.1", ReservedHosts: reservedHosts}))
 	srv.TLS = api.AgentsTLS(ca)
 	srv.StartTLS()
@@ -111,6 +112,9 @@ func TestJoinSiteOnceThenReport(t *testing.T) {
 	}
 	if !resp.TemporalTls || resp.TemporalServerName != "127.0.0.1" {
 		t.Errorf("Join(site) temporal TLS = %v, %q; want true, 127.0.0.1", resp.TemporalTls, resp.TemporalServerName)
+	}
+	if got, want := fmt.Sprintf("%s %v", resp.TemporalAddress, resp.TemporalAddresses), "127.0.0.1:7233 [127.0.0.1:7233 127.0.0.1:7243]"; got != want {
+		t.Errorf("Join(site) temporal address and addresses = %s, want %s (the old field the first frontend)", got, want)
 	}
 	if _, _, err := a.join(t, anon, string(plain), "site"); kind(err) != "UNAUTHENTICATED" {
 		t.Errorf("Join with a used site token = %v, want UNAUTHENTICATED", err)

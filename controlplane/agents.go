@@ -50,7 +50,7 @@ func (cp *ControlPlane) startAgents() error {
 	}
 	// Temporal: a site's BMC status reports are relayed to workflows as signals.
 	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, Logger: cp.log})
-	agents := api.Agents{CA: cp.ca, TemporalAddress: cp.TemporalAddress(), TemporalNamespace: cp.cfg.TemporalNamespace, CodecKey: cp.tenantCodecKey}
+	agents := api.Agents{CA: cp.ca, TemporalAddresses: cp.TemporalAddresses(), TemporalNamespace: cp.cfg.TemporalNamespace, CodecKey: cp.tenantCodecKey}
 	if cp.temporal != nil && cp.temporal.TLSServerName() != "" {
 		agents.TemporalTLS, agents.TemporalServerName = true, cp.temporal.TLSServerName()
 	}
@@ -67,11 +67,13 @@ func (cp *ControlPlane) startAgents() error {
 }
 
 // reservedHosts are the names and addresses of the agents' listener and of
-// Temporal's frontend, which no site's serving certificate may name.
+// Temporal's frontends, which no site's serving certificate may name.
 func (cp *ControlPlane) reservedHosts(agentsHost, temporalName string) []string {
 	hosts := servingHosts(agentsHost)
-	if h, _, err := net.SplitHostPort(cp.TemporalAddress()); err == nil {
-		hosts = append(hosts, servingHosts(h)...)
+	for _, a := range cp.TemporalAddresses() {
+		if h, _, err := net.SplitHostPort(a); err == nil {
+			hosts = append(hosts, servingHosts(h)...)
+		}
 	}
 	if temporalName != "" {
 		hosts = append(hosts, temporalName)

@@ -346,8 +346,8 @@ func splitHostPort(addr, flag string) (string, int, error) {
 // APIURL is the API's base URL ("" when this process runs no API).
 func (cp *ControlPlane) APIURL() string { return cp.apiURL }
 
-// TemporalAddress is the frontend this process uses: the first of
-// several (--temporal-address a,b), which is what site agents are given.
+// TemporalAddress is the first frontend of TemporalAddresses: the one
+// TLS verifies and the banner names.
 func (cp *ControlPlane) TemporalAddress() string {
 	if cp.temporal != nil {
 		return cp.temporal.FrontendAddress()

@@ -7,17 +7,14 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/resolver/manual"
 
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/atomicfile"
+	"github.com/better-compute/better-compute/internal/frontends"
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/tserver"
@@ -38,16 +35,16 @@ const (
 // startTemporal starts the embedded server or connects to an external one,
 // then makes sure the namespace and search attributes exist.
 func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) error {
-	addr := cp.TemporalAddress() // the first of several frontends: TLS verifies its host
 	var tc *tls.Config
 	if cp.cfg.TemporalAddress == "" {
 		if err := cp.startEmbedded(ctx); err != nil {
 			return err
 		}
-		addr, tc = cp.temporal.FrontendAddress(), cp.temporal.ClientTLS()
+		tc = cp.temporal.ClientTLS()
 	} else if cp.cfg.TemporalTLS {
 		var err error
-		if tc, err = cp.externalTLS(addr); err != nil {
+		// the first of several frontends: TLS verifies its host
+		if tc, err = cp.externalTLS(cp.TemporalAddress()); err != nil {
 			return err
 		}
 	}
@@ -55,7 +52,7 @@ func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) e
 	if err != nil {
 		return err
 	}
-	target, dialOpts := frontendsTarget(addr, cp.cfg.TemporalAddress)
+	target, dialOpts := frontends.Target(cp.TemporalAddresses())
 	c, err := dial(ctx, client.Options{HostPort: target, Namespace: cp.cfg.TemporalNamespace, Interceptors: traced,
 		ConnectionOptions: client.ConnectionOptions{TLS: tc, DialOptions: dialOpts}, MetricsHandler: cp.metrics.Temporal()}, key, cp.log)
 	if err != nil {
@@ -70,23 +67,14 @@ func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) e
 	return tserver.RegisterSearchAttributes(ctx, c, cp.cfg.TemporalNamespace)
 }
 
-// frontendsTarget is the gRPC target for --temporal-address: one
-// host:port as it is, or several frontends of one cluster, comma-separated,
-// as a fixed list the client balances over (the SDK's round robin), so
-// that the loss of one frontend is not the loss of Temporal. addr is the
-// embedded frontend's when list is "".
-func frontendsTarget(addr, list string) (string, []grpc.DialOption) {
-	addrs := strings.Split(list, ",")
-	if len(addrs) < 2 {
-		return addr, nil
+// TemporalAddresses are the frontends this process balances over and
+// site agents are given: the embedded one, or those of --temporal-address
+// (several of one cluster, comma-separated).
+func (cp *ControlPlane) TemporalAddresses() []string {
+	if cp.temporal != nil {
+		return []string{cp.temporal.FrontendAddress()}
 	}
-	var state resolver.State
-	for _, a := range addrs {
-		state.Addresses = append(state.Addresses, resolver.Address{Addr: strings.TrimSpace(a)})
-	}
-	r := manual.NewBuilderWithScheme("bc-frontends")
-	r.InitialState(state)
-	return r.Scheme() + ":///temporal", []grpc.DialOption{grpc.WithResolvers(r)}
+	return frontends.Split(cp.cfg.TemporalAddress)
 }
 
 // startEmbedded starts the embedded server and its UI; with a CA, its

@@ -2,14 +2,11 @@ package siteagent
 
 import (
 	"context"
-	"encoding/json"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
-	"github.com/better-compute/better-compute/internal/atomicfile"
 )
 
 // keyFetchEvery bounds how often a payload under a key the agent lacks
@@ -83,11 +80,7 @@ func (a *Agent) keepCodecKey(key []byte) error {
 	j := a.id.joined
 	j.OldCodecKeys = append(append([][]byte{}, j.OldCodecKeys...), j.CodecKey)
 	j.CodecKey = key
-	b, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
-		return errs.Wrap(errs.Internal, err, "cannot encode the join settings")
-	}
-	if err := atomicfile.Write(filepath.Join(a.cfg.DataDir, JoinFile), b, 0o600); err != nil {
+	if err := saveJoined(a.cfg.DataDir, j); err != nil {
 		return err
 	}
 	a.id.joined = j

@@ -73,7 +73,7 @@ func (a *Agent) renewIfDue(ctx context.Context) error {
 }
 
 // renew renews the agent's certificates, and takes its tenant's current
-// payload key from the answer.
+// payload key and Temporal's current frontends from the answer.
 func (a *Agent) renew(ctx context.Context) error {
 	old := a.id.certs.leaf()
 	jc := bettercomputev1connect.NewJoinServiceClient(a.cp, a.cfg.ControlPlaneURL)
@@ -105,6 +105,9 @@ func (a *Agent) renew(ctx context.Context) error {
 	a.cp.CloseIdleConnections()
 	a.log.Info("renewed the site agent's certificate", "site", a.id.SiteID,
 		"serial", leaf.SerialNumber.Text(16), "notAfter", leaf.NotAfter, "previousNotAfter", old.NotAfter)
+	if err := a.keepFrontends(r); err != nil {
+		return err
+	}
 	return a.keepCodecKey(r.GetCodecKey())
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -108,8 +109,9 @@ func (a *Agent) startWorker() error {
 		return err
 	}
 	dc := ring.DataConverter(a.id.TenantID)
+	fronts, addrs := a.temporalFrontends()
 	opts := client.Options{
-		HostPort:         a.id.TemporalAddress,
+		HostPort:         fronts.Target(),
 		Namespace:        a.id.TemporalNamespace,
 		DataConverter:    dc,
 		FailureConverter: codec.NewFailureConverter(dc),
@@ -121,7 +123,7 @@ func (a *Agent) startWorker() error {
 	if err != nil {
 		return err
 	}
-	opts.ConnectionOptions.TLS = tc
+	opts.ConnectionOptions.TLS, opts.ConnectionOptions.DialOptions = tc, fronts.DialOptions()
 	// The worker takes the client's interceptors: each activity's span is a
 	// child of the workflow's, carried in the task's header.
 	if opts.Interceptors, err = tracing.Temporal(a.cfg.Tracer); err != nil {
@@ -129,7 +131,7 @@ func (a *Agent) startWorker() error {
 	}
 	c, err := client.Dial(opts)
 	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "cannot reach Temporal at %s", a.id.TemporalAddress)
+		return errs.Wrap(errs.Unavailable, err, "cannot reach Temporal at %s", strings.Join(addrs, ","))
 	}
 	a.tc = c
 	queue := kinds.SiteTaskQueue(a.id.SiteID)

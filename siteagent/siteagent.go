@@ -26,6 +26,7 @@ import (
 
 	"github.com/better-compute/better-compute/activities/site"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/frontends"
 	"github.com/better-compute/better-compute/internal/metrics"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/ramdisk/initramfs"
@@ -136,6 +137,7 @@ type Agent struct {
 	servers           []*http.Server
 	cancelServe       context.CancelFunc
 	tc                client.Client
+	frontends         *frontends.Set // the worker's; guarded by id.mu (a renewal updates it)
 	w                 worker.Worker
 	errc              chan error
 	stopOnce          sync.Once

@@ -42,13 +42,16 @@ const (
 
 // joined is what a join leaves in join.json.
 type joined struct {
-	Identity          string `json:"identity"`
-	SiteID            string `json:"siteId"`
-	TenantID          string `json:"tenantId"`
-	TemporalAddress   string `json:"temporalAddress"`
-	TemporalNamespace string `json:"temporalNamespace"`
-	TaskQueue         string `json:"taskQueue"`
-	CodecKey          []byte `json:"codecKey"`
+	Identity string `json:"identity"`
+	SiteID   string `json:"siteId"`
+	TenantID string `json:"tenantId"`
+	// TemporalAddresses are the frontends the worker balances over;
+	// TemporalAddress is the first, all that joins from before them hold.
+	TemporalAddress   string   `json:"temporalAddress"`
+	TemporalAddresses []string `json:"temporalAddresses,omitempty"`
+	TemporalNamespace string   `json:"temporalNamespace"`
+	TaskQueue         string   `json:"taskQueue"`
+	CodecKey          []byte   `json:"codecKey"`
 	// OldCodecKeys are the payload keys held before CodecKey (the shared
 	// key of before per-tenant keys, a rotation's old ones): they still
 	// decrypt what was sent under them.
@@ -125,7 +128,7 @@ func join(ctx context.Context, cfg *Config, key crypto.Signer, relayHost string)
 
 func saveJoin(cfg *Config, r *v1.JoinResponse) error {
 	if len(r.GetCertPem()) == 0 || len(r.GetServingCertPem()) == 0 || len(r.GetCodecKey()) != 32 ||
-		r.GetSiteId() == "" || r.GetTemporalAddress() == "" {
+		r.GetSiteId() == "" || len(frontendsOf(r)) == 0 {
 		return errs.New(errs.Internal, "the control plane's join response lacks a certificate, a serving certificate, the site, the Temporal address or the codec key").WithOp(joinOp)
 	}
 	caPEM := r.GetCaPem()
@@ -138,7 +141,7 @@ func saveJoin(cfg *Config, r *v1.JoinResponse) error {
 	}
 	j := joined{
 		Identity: r.GetIdentity(), SiteID: r.GetSiteId(), TenantID: r.GetTenantId(),
-		TemporalAddress: r.GetTemporalAddress(), TemporalNamespace: r.GetTemporalNamespace(),
+		TemporalAddress: frontendsOf(r)[0], TemporalAddresses: frontendsOf(r), TemporalNamespace: r.GetTemporalNamespace(),
 		TaskQueue: r.GetTaskQueue(), CodecKey: r.GetCodecKey(),
 		TemporalTLS: r.GetTemporalTls(), TemporalServerName: r.GetTemporalServerName(),
 	}
@@ -159,6 +162,27 @@ func saveJoin(cfg *Config, r *v1.JoinResponse) error {
 		}
 	}
 	return nil
+}
+
+// frontendsOf are the Temporal frontends of a join or renewal answer: all
+// of them, or the one a control plane from before temporal_addresses gave.
+func frontendsOf(r *v1.JoinResponse) []string {
+	if len(r.GetTemporalAddresses()) > 0 {
+		return r.GetTemporalAddresses()
+	}
+	if r.GetTemporalAddress() != "" {
+		return []string{r.GetTemporalAddress()}
+	}
+	return nil
+}
+
+// frontends are the Temporal frontends the worker dials: those of the
+// join or the last renewal, or the one a join from before them saved.
+func (j *joined) frontends() []string {
+	if len(j.TemporalAddresses) > 0 {
+		return j.TemporalAddresses
+	}
+	return []string{j.TemporalAddress}
 }
 
 // loadIdentity reads the agent's trust material and settings.

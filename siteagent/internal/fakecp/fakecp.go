@@ -47,6 +47,11 @@ type CP struct {
 	// RenewCodecKey is the payload key a renewal answers with (the
 	// tenant's current one, as after a rotation); none when nil.
 	RenewCodecKey atomic.Pointer[[]byte]
+	// Frontends are the Temporal frontends a join answers with (the first
+	// also in temporal_address); RenewFrontends those a renewal answers with
+	// (the control plane's current ones), none when nil.
+	Frontends      []string
+	RenewFrontends atomic.Pointer[[]string]
 	// Secrets are the values SecretsService resolves, by reference.
 	Secrets map[string]map[string]string
 	// Discoveries are the PXE discoveries site agents reported.
@@ -71,7 +76,7 @@ func Start(t testing.TB) *CP {
 		t.Fatalf("pki.Init() = %v", err)
 	}
 	cp := &CP{CA: ca, CAFile: dir + "/" + pki.CACertFile, SiteID: "site_01k5w0000000000000000000aa", Secrets: map[string]map[string]string{},
-		RenewTTL: 2 * time.Hour}
+		RenewTTL: 2 * time.Hour, Frontends: []string{"127.0.0.1:1"}}
 	mux := http.NewServeMux()
 	mux.Handle(bettercomputev1connect.NewJoinServiceHandler(cp))
 	path, h := bettercomputev1connect.NewSecretsServiceHandler(cp)
@@ -177,6 +182,9 @@ func (cp *CP) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) 
 	if k := cp.RenewCodecKey.Load(); k != nil {
 		resp.CodecKey = *k
 	}
+	if f := cp.RenewFrontends.Load(); f != nil {
+		resp.TemporalAddresses = *f
+	}
 	resp.CertPem, err = cp.CA.Issue(pub, pki.RoleSite, cp.SiteID, cp.RenewTTL)
 	if err == nil && len(req.Msg.GetServeHosts()) > 0 {
 		resp.ServingCertPem, err = cp.CA.IssueServer(pub, pki.RoleSite, cp.SiteID, req.Msg.GetServeHosts(), cp.RenewTTL)
@@ -214,7 +222,8 @@ func (cp *CP) Join(_ context.Context, req *connect.Request[v1.JoinRequest]) (*co
 		if err == nil {
 			resp.ServingCertPem, err = cp.CA.IssueServer(pub, pki.RoleSite, cp.SiteID, m.GetServeHosts(), time.Hour)
 		}
-		resp.TemporalAddress, resp.TemporalNamespace, resp.TaskQueue = "127.0.0.1:1", "default", "site/"+cp.SiteID
+		resp.TemporalAddress, resp.TemporalAddresses = cp.Frontends[0], cp.Frontends
+		resp.TemporalNamespace, resp.TaskQueue = "default", "site/"+cp.SiteID
 		resp.TemporalTls, resp.TemporalServerName = true, TemporalServerName
 		resp.CodecKey = make([]byte, 32)
 		_, _ = rand.Read(resp.CodecKey)

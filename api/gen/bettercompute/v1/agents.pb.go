@@ -242,6 +242,8 @@ type JoinResponse struct {
 	SiteId   string `protobuf:"bytes,4,opt,name=site_id,json=siteId,proto3" json:"site_id,omitempty"`
 	TenantId string `protobuf:"bytes,5,opt,name=tenant_id,json=tenantId,proto3" json:"tenant_id,omitempty"`
 	// For a site agent: where its Temporal worker connects, and how.
+	// temporal_address is the first of temporal_addresses, for site agents
+	// from before them.
 	TemporalAddress   string `protobuf:"bytes,6,opt,name=temporal_address,json=temporalAddress,proto3" json:"temporal_address,omitempty"`
 	TemporalNamespace string `protobuf:"bytes,7,opt,name=temporal_namespace,json=temporalNamespace,proto3" json:"temporal_namespace,omitempty"`
 	TaskQueue         string `protobuf:"bytes,8,opt,name=task_queue,json=taskQueue,proto3" json:"task_queue,omitempty"`
@@ -256,8 +258,12 @@ type JoinResponse struct {
 	// under temporal_server_name.
 	TemporalTls        bool   `protobuf:"varint,11,opt,name=temporal_tls,json=temporalTls,proto3" json:"temporal_tls,omitempty"`
 	TemporalServerName string `protobuf:"bytes,12,opt,name=temporal_server_name,json=temporalServerName,proto3" json:"temporal_server_name,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// For a site agent: every frontend of the Temporal cluster. Its worker
+	// balances over them all, so the loss of one frontend is not the loss of
+	// Temporal; a renewal gives the current list.
+	TemporalAddresses []string `protobuf:"bytes,13,rep,name=temporal_addresses,json=temporalAddresses,proto3" json:"temporal_addresses,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *JoinResponse) Reset() {
@@ -372,6 +378,13 @@ func (x *JoinResponse) GetTemporalServerName() string {
 		return x.TemporalServerName
 	}
 	return ""
+}
+
+func (x *JoinResponse) GetTemporalAddresses() []string {
+	if x != nil {
+		return x.TemporalAddresses
+	}
+	return nil
 }
 
 type ResolveSecretRequest struct {
@@ -849,7 +862,7 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12$\n" +
 	"\x0epublic_key_pem\x18\x03 \x01(\fR\fpublicKeyPem\x12\x1f\n" +
 	"\vserve_hosts\x18\x04 \x03(\tR\n" +
-	"serveHosts\"\xa7\x03\n" +
+	"serveHosts\"\xd6\x03\n" +
 	"\fJoinResponse\x12\x19\n" +
 	"\bcert_pem\x18\x01 \x01(\fR\acertPem\x12\x15\n" +
 	"\x06ca_pem\x18\x02 \x01(\fR\x05caPem\x12\x1a\n" +
@@ -864,7 +877,8 @@ const file_bettercompute_v1_agents_proto_rawDesc = "" +
 	"\x10serving_cert_pem\x18\n" +
 	" \x01(\fR\x0eservingCertPem\x12!\n" +
 	"\ftemporal_tls\x18\v \x01(\bR\vtemporalTls\x120\n" +
-	"\x14temporal_server_name\x18\f \x01(\tR\x12temporalServerName\"(\n" +
+	"\x14temporal_server_name\x18\f \x01(\tR\x12temporalServerName\x12-\n" +
+	"\x12temporal_addresses\x18\r \x03(\tR\x11temporalAddresses\"(\n" +
 	"\x14ResolveSecretRequest\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\"\x9f\x01\n" +
 	"\x15ResolveSecretResponse\x12K\n" +
