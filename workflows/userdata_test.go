@@ -57,3 +57,30 @@ func index(xs []string, x string) int {
 	}
 	return -1
 }
+
+// TestDeployPublicProfileImageFromOwner: the deploy of another tenant's
+// public profile reads its image (image.get) and renders its user data
+// in the profile owner's tenant, which profile.get names.
+func TestDeployPublicProfileImageFromOwner(t *testing.T) {
+	f := newFake("bcd", nodestate.Ready)
+	f.profile.Steps[0].With["userDataRef"] = "secret://root/ud"
+	owned := func(env *testsuite.TestWorkflowEnvironment) {
+		env.RegisterActivityWithOptions(act(f, kinds.ActGetProfile, func(in kinds.ProfileInput) (kinds.Profile, error) {
+			p, err := f.getProfile(in)
+			p.Owner = "root"
+			return p, err
+		}), activity.RegisterOptions{Name: kinds.ActGetProfile})
+		env.RegisterActivityWithOptions(act(f, kinds.ActRenderUserData, func(kinds.UserDataInput) (kinds.UserDataOutput, error) {
+			return kinds.UserDataOutput{Path: "/artifacts/x/cidata.iso", SHA256: "5e"}, nil
+		}), activity.RegisterOptions{Name: kinds.ActRenderUserData})
+	}
+	if res, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1}, owned); err != nil || res.State != nodestate.Deployed {
+		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)
+	}
+	if in := f.inputs[kinds.ActGetImage]; len(in) != 1 || in[0].(kinds.ImageInput).Owner != "root" || in[0].(kinds.ImageInput).TenantID != "acme" {
+		t.Errorf("image.get inputs = %+v, want one of tenant acme, owner root", in)
+	}
+	if in := f.inputs[kinds.ActRenderUserData]; len(in) != 1 || in[0].(kinds.UserDataInput).Owner != "root" {
+		t.Errorf("userdata.render inputs = %+v, want one with owner root", in)
+	}
+}
