@@ -72,7 +72,7 @@ func newWorld(t *testing.T) *world {
 	w.ca, w.caFile = ca, filepath.Join(dir, pki.CACertFile)
 	log := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv := httptest.NewUnstartedServer(api.New(api.Config{Store: w.s, Logger: log}).AgentsHandler(api.Agents{CA: ca,
-		TemporalAddress: "127.0.0.1:1", TemporalNamespace: "default",
+		TemporalAddresses: []string{"127.0.0.1:1"}, TemporalNamespace: "default",
 		CodecKey: func(context.Context, string) ([]byte, error) { return make([]byte, 32), nil }}))
 	srv.TLS = api.AgentsTLS(ca)
 	key, keyPEM, _ := pki.NewKey()
