@@ -70,6 +70,7 @@ type blockFiller struct {
 	buf   []byte // the block being filled; nil before its first byte
 	n     int
 	zero  bool // buf[:n] would be all zero, and was not copied
+	tail  outTail
 }
 
 func (f *blockFiller) Write(p []byte) (int, error) {
@@ -86,6 +87,7 @@ func (f *blockFiller) Write(p []byte) (int, error) {
 		if !f.zero {
 			copy(f.buf[f.n:], piece)
 		}
+		f.tail.add(piece, f.zero, f.zeros)
 		f.n += len(piece)
 		p = p[len(piece):]
 		written += len(piece)
@@ -107,6 +109,7 @@ func (f *blockFiller) WriteZeros(n int64) error {
 		if !f.zero {
 			clear(f.buf[f.n : f.n+k])
 		}
+		f.tail.addZeros(int64(k))
 		f.n += k
 		n -= int64(k)
 		if f.n == len(f.buf) && !f.send(nil) {
@@ -115,6 +118,8 @@ func (f *blockFiller) WriteZeros(n int64) error {
 	}
 	return nil
 }
+
+func (f *blockFiller) seen() outTail { return f.tail }
 
 // take gets a free buffer for the next block unless one is being filled;
 // false when the writer has stopped.

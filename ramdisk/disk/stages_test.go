@@ -135,21 +135,25 @@ func decodeInto(b *testing.B, stream []byte, h hash.Hash) int64 {
 		b.Fatal(err)
 	}
 	defer closeDec()
-	var n discardCount
+	d := &discardTail{zeros: make([]byte, zeroCmp)}
 	if c, ok := dec.(interface{ cutZerosTo(zeroWriter) }); ok {
-		c.cutZerosTo(&n) // long zero runs come as counts, as in WriteImage
+		c.cutZerosTo(d) // long zero runs come as counts, as in WriteImage
 	}
-	if _, err := io.Copy(&n, dec); err != nil {
-		b.Fatalf("decompress after %d bytes: %v", n, err)
+	if _, err := io.Copy(d, dec); err != nil {
+		b.Fatalf("decompress after %d bytes: %v", d.tail.n, err)
 	}
-	return int64(n)
+	return d.tail.n
 }
 
-// discardCount counts what is written to it and keeps nothing.
-type discardCount int64
+// discardTail keeps nothing of what is written to it but its outTail.
+type discardTail struct {
+	tail  outTail
+	zeros []byte
+}
 
-func (c *discardCount) Write(p []byte) (int, error) { *c += discardCount(len(p)); return len(p), nil }
-func (c *discardCount) WriteZeros(n int64) error    { *c += discardCount(n); return nil }
+func (d *discardTail) Write(p []byte) (int, error) { d.tail.add(p, false, d.zeros); return len(p), nil }
+func (d *discardTail) WriteZeros(n int64) error    { d.tail.addZeros(n); return nil }
+func (d *discardTail) seen() outTail               { return d.tail }
 
 // skipHash is a hash that reads nothing and sums to the digest it was given:
 // the writer's digest check passes without the hashing.

@@ -25,6 +25,15 @@ func (s *zeroSink) WriteZeros(n int64) error {
 	return nil
 }
 
+// seen is outTail's view of all of s.b, the slow way.
+func (s *zeroSink) seen() outTail {
+	i := len(s.b) - 1
+	for i >= 0 && s.b[i] == 0 {
+		i--
+	}
+	return outTail{n: int64(len(s.b)), zeros: int64(len(s.b) - 1 - i)}
+}
+
 // decodeCut decodes stream as WriteImage does (zstdImage, its long zero runs
 // handed to the sink as counts) and says how many zero bytes it cut out.
 func decodeCut(t *testing.T, stream []byte) ([]byte, int64, error) {
@@ -42,7 +51,7 @@ func decodeCut(t *testing.T, stream []byte) ([]byte, int64, error) {
 
 // cutImage is 40 MiB of 1 MiB pieces: data (which matches against the zeros
 // before it and repeats data from before the runs), a run of 20 MiB, one of
-// 5 MiB (shorter than a window and minCut), one of 9, and a zero tail of 4.
+// 5 MiB (shorter than a window and minCut), one of 6, and a zero tail of 4.
 func cutImage() []byte {
 	const mib = 1 << 20
 	img := make([]byte, 40*mib)
@@ -76,7 +85,10 @@ func TestZstdImageCutsZeroRuns(t *testing.T) {
 		testenv.Missing(t, "the zstd tool", "apt-get install -y zstd")
 	} else {
 		// -1 writes zero runs as matches, not RLE blocks: nothing to cut
-		for level, minCut := range map[string]int64{"-1": 0, "-3": 8 << 20, "-19": 8 << 20} {
+		// -3 -T2 writes 8 MiB jobs, each beginning with a compressed block
+		// (of zeros here): the decoder's window holds the zeros before it, so
+		// only the first piece of a run keeps a window's worth of them
+		for level, minCut := range map[string]int64{"-1": 0, "-3": 16 << 20, "-19": 8 << 20} {
 			s := zstdTool(t, img, level)
 			tests = append(tests, struct {
 				name         string
@@ -156,4 +168,31 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestOutTailFollowsZeros: outTail's length and trailing zeros after pieces
+// of data, of zeros, data ending in zeros (within and beyond zeroCmp) and
+// counted zeros are those of the bytes written.
+func TestOutTailFollowsZeros(t *testing.T) {
+	zeros := make([]byte, zeroCmp)
+	data := func(n, tz int) []byte {
+		p := bytes.Repeat([]byte{7}, n)
+		clear(p[n-tz:])
+		return p
+	}
+	var all []byte
+	var tail outTail
+	for i, p := range [][]byte{data(10, 0), make([]byte, 5), data(100, 3), make([]byte, 3*zeroCmp+5), data(5, 5),
+		data(2*zeroCmp+9, zeroCmp+7), nil, data(zeroCmp, 1), make([]byte, zeroCmp)} {
+		all = append(all, p...)
+		tail.add(p, false, zeros)
+		want := (&zeroSink{b: all}).seen()
+		if tail != want {
+			t.Fatalf("after piece %d: outTail = %+v, want %+v", i, tail, want)
+		}
+	}
+	tail.addZeros(9)
+	if want := (&zeroSink{b: append(all, make([]byte, 9)...)}).seen(); tail != want {
+		t.Errorf("after addZeros(9): outTail = %+v, want %+v", tail, want)
+	}
 }

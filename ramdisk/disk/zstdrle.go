@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -50,11 +51,59 @@ type rleToRaw struct {
 	held     []byte // the header after a held-back run
 	rawHdr   [3]byte
 	cuts     int64 // zero bytes handed to sink
+	// frameStart is where in sink's output the frame began: the decoder's
+	// window holds nothing before it
+	frameStart int64
 }
 
-// zeroWriter takes n zero bytes as a count.
+// zeroWriter takes n zero bytes as a count, and says (seen) how much it
+// has been given and how many zeros end that.
 type zeroWriter interface {
 	WriteZeros(n int64) error
+	seen() outTail
+}
+
+// outTail is the end of the image written so far: its length and how many
+// zero bytes end it.
+type outTail struct {
+	n, zeros int64
+}
+
+// add follows p, written after what t has seen; allZero says p is all
+// zeros, as its writer may know already; zeros is a buffer of zeros.
+func (t *outTail) add(p []byte, allZero bool, zeros []byte) {
+	t.n += int64(len(p))
+	tz := len(p)
+	if !allZero {
+		tz = trailingZeros(p, zeros)
+	}
+	if tz == len(p) {
+		t.zeros += int64(tz)
+	} else {
+		t.zeros = int64(tz)
+	}
+}
+
+// addZeros follows n zero bytes.
+func (t *outTail) addZeros(n int64) { t.n, t.zeros = t.n+n, t.zeros+n }
+
+// trailingZeros returns how many bytes at the end of p are zero.
+func trailingZeros(p, zeros []byte) int {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), len(zeros))
+		tail := p[len(p)-k:]
+		if !bytes.Equal(tail, zeros[:k]) {
+			i := k - 1
+			for tail[i] == 0 {
+				i--
+			}
+			return n + k - 1 - i
+		}
+		n += k
+		p = p[:len(p)-k]
+	}
+	return n
 }
 
 // minCut is the shortest cut worth making: below it, the zeros go through
@@ -129,7 +178,7 @@ func (z *rleToRaw) next() {
 					z.pass = 4
 				}
 				z.out = emptyLastBlock[:]
-				z.flushPending()
+				z.flushPending(true)
 			}
 			return
 		}
@@ -151,7 +200,7 @@ func (z *rleToRaw) next() {
 		}
 	}
 	z.emit()
-	z.flushPending()
+	z.flushPending(false)
 }
 
 // nextFrame reads a frame's magic and, for a zstd frame, the rest of its
@@ -220,6 +269,7 @@ var emptyLastBlock = [3]byte{1, 0, 0}
 // window descriptor) is in hdr be cut: it notes the window (RFC 8878,
 // 3.1.1.1.2) and drops the content size from the header.
 func (z *rleToRaw) cutFrame(fhd byte, n int) {
+	z.frameStart = z.sink.seen().n
 	wd := z.hdr[5]
 	wlog := 10 + int64(wd>>3)
 	z.window = 1<<wlog + (1<<wlog)/8*int64(wd&7)
@@ -230,16 +280,23 @@ func (z *rleToRaw) cutFrame(fhd byte, n int) {
 }
 
 // flushPending hands out the zero run held back, ahead of the header in
-// z.out: all of it to sink but the window's last bytes, which the decoder
-// gets as raw blocks, when the run is long enough; else all as raw blocks.
-func (z *rleToRaw) flushPending() {
+// z.out (or the frame's end, endsFrame): when it is long enough, all of it
+// to sink but what the decoder's window needs to end in zeros, which it
+// gets as raw blocks; else all as raw blocks.
+func (z *rleToRaw) flushPending(endsFrame bool) {
 	n := z.pending
 	if n == 0 {
 		return
 	}
 	z.pending = 0
 	z.held, z.out = z.out, nil
-	keep := min(n, z.window)
+	// the window needs zeros only beyond those the frame's output already
+	// ends with (a cut's zeros, then a block of zeros the decoder made)
+	seen := z.sink.seen()
+	keep := min(n, max(0, z.window-min(seen.zeros, seen.n-z.frameStart)))
+	if endsFrame {
+		keep = 0 // no block of the frame comes after it
+	}
 	if n-keep >= minCut {
 		if err := z.sink.WriteZeros(n - keep); err != nil {
 			z.held, z.pass, z.err = nil, 0, err
