@@ -32,16 +32,17 @@ awk '
 	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
 }
 END {
-	printf "%4s | %8s %8s %9s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s\n", "N", "loops/s", "bare", "ours/bare",
-		"acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "in-acts", "bare", "RSS", "pg"
+	printf "%4s | %8s %8s %9s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s | %6s %6s %9s\n", "N", "loops/s", "bare", "ours/bare",
+		"acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "in-acts", "bare", "RSS", "pg", "cpu s", "bare", "ours/bare"
 	for (i = 1; i <= count; i++) {
 		n = order[i]
-		printf "%4s | %8.3f %8.3f %9.2f | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f\n", n,
+		printf "%4s | %8.3f %8.3f %9.2f | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f | %6.2f %6.2f %9.2f\n", n,
 			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["bare", n, "ours/bare"],
 			v["ours", n, "acts/s"], v["bare", n, "acts/s"], v["ours", n, "acts/loop"], v["ours", n, "local/loop"],
 			v["ours", n, "s-wall/loop"], v["ours", n, "s-p50/loop"], v["ours", n, "s-p99/loop"],
 			v["ours", n, "s-in-acts/loop"], v["bare", n, "s-wall/loop"],
-			v["ours", n, "MiB-peak-RSS"], v["ours", n, "MiB-pg-peak-RSS"]
+			v["ours", n, "MiB-peak-RSS"], v["ours", n, "MiB-pg-peak-RSS"],
+			v["ours", n, "cpu-s/loop"], v["bare", n, "cpu-s/loop"], v["bare", n, "cpu-ours/bare"]
 	}
 	print ""
 	print "loop     deploy + undeploy (wipe quick) of every machine at once, after a one-time enroll and one warm-up loop"
@@ -53,6 +54,8 @@ END {
 	print "         in-acts: of the mean, inside our regular activities"
 	print "RSS      peak MiB of the test process (control plane, embedded Temporal, agent, rack); pg: Postgres tree, sampled;"
 	print "         none for bare, which runs in the same process beside our idle control plane"
+	print "cpu s    CPU seconds of the test process a loop (user + system; Postgres not counted): less noisy than"
+	print "         wall time on a shared machine; bare'"'"'s process also holds our idle control plane"
 	print "ours/bare  our time per loop over bare Temporal'"'"'s at the same N: 1.00 is no overhead"
 }' "$out"
 grep -q '^ok' "$out"

@@ -19,6 +19,11 @@ import (
 // reference. An IPMI machine goes to the IPMI pool with its MACs (--macs),
 // which its BMC cannot report.
 func (d *Demo) Enroll(ctx context.Context, m emulate.MachineInfo) (string, error) {
+	node, _, err := d.enroll(ctx, m)
+	return node, err
+}
+
+func (d *Demo) enroll(ctx context.Context, m emulate.MachineInfo) (string, *v1.VerbResponse, error) {
 	pool, macs := d.PoolID, []string(nil)
 	if m.BMCDriver == bmc.DriverIPMI {
 		pool, macs = d.IPMIPoolID, m.MACs
@@ -27,10 +32,40 @@ func (d *Demo) Enroll(ctx context.Context, m emulate.MachineInfo) (string, error
 		Bmc: &v1.Bmc{Address: m.BMCAddress, Driver: m.BMCDriver,
 			Credentials: &v1.BmcCredentials{Username: m.BMCUsername, Password: d.cfg.BMCPassword}}}))
 	if err != nil {
-		return "", fmt.Errorf("%s: metal.enroll: %w", m.Name, err)
+		return "", nil, fmt.Errorf("%s: metal.enroll: %w", m.Name, err)
 	}
-	return r.Msg.Node.Id, nil
+	return r.Msg.Node.Id, r.Msg, nil
 }
+
+// EnrollReady enrolls the machine and waits until its node is ready and
+// its enroll workflow has closed.
+func (d *Demo) EnrollReady(ctx context.Context, m emulate.MachineInfo) (string, error) {
+	node, run, err := d.enroll(ctx, m)
+	if err != nil {
+		return "", err
+	}
+	return node, d.waitVerb(ctx, m.Name, node, "ready", run)
+}
+
+// waitVerb waits until the node is in state want, then until the verb's
+// workflow has closed: the workflow records the state before its last
+// steps, and the node takes no other verb while it runs (a loaded control
+// plane left seconds between the two, and the next verb was refused as
+// busy).
+func (d *Demo) waitVerb(ctx context.Context, name, node, want string, run *v1.VerbResponse) error {
+	if err := d.Wait(ctx, name, node, want, verbTimeout); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, verbTimeout)
+	defer cancel()
+	if err := d.CP.Client().GetWorkflow(ctx, run.WorkflowId, run.RunId).Get(ctx, nil); err != nil {
+		return fmt.Errorf("%s: workflow %s of %s: %w", name, run.WorkflowId, node, err)
+	}
+	return nil
+}
+
+// verbTimeout bounds each phase of a machine's loop.
+const verbTimeout = 5 * time.Minute
 
 // Wait polls the node until it is in state want, reporting each state it
 // passes through. Failed is an error once the node has left the state it
@@ -97,11 +132,8 @@ func (d *Demo) lastCommand(ctx context.Context, node string) string {
 // Loop takes one machine through enroll → ready → deploy → deployed →
 // undeploy → ready, returning its node id.
 func (d *Demo) Loop(ctx context.Context, m emulate.MachineInfo) (string, error) {
-	node, err := d.Enroll(ctx, m)
+	node, err := d.EnrollReady(ctx, m)
 	if err != nil {
-		return "", err
-	}
-	if err := d.Wait(ctx, m.Name, node, "ready", 5*time.Minute); err != nil {
 		return node, err
 	}
 	return node, d.DeployAndRelease(ctx, m.Name, node)
@@ -109,23 +141,26 @@ func (d *Demo) Loop(ctx context.Context, m emulate.MachineInfo) (string, error) 
 
 // DeployAndRelease deploys the demo profile on a ready node and takes it back.
 func (d *Demo) DeployAndRelease(ctx context.Context, name, node string) error {
-	if _, err := d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: node, Profile: d.Profile, ProfileVersion: 1})); err != nil {
+	r, err := d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: node, Profile: d.Profile, ProfileVersion: 1}))
+	if err != nil {
 		return fmt.Errorf("%s: metal.deploy: %w", name, err)
 	}
-	if err := d.Wait(ctx, name, node, "deployed", 5*time.Minute); err != nil {
+	if err := d.waitVerb(ctx, name, node, "deployed", r.Msg); err != nil {
 		return err
 	}
-	if _, err := d.API.Metal.Undeploy(ctx, connect.NewRequest(&v1.UndeployRequest{NodeId: node, Wipe: "quick"})); err != nil {
+	if r, err = d.API.Metal.Undeploy(ctx, connect.NewRequest(&v1.UndeployRequest{NodeId: node, Wipe: "quick"})); err != nil {
 		return fmt.Errorf("%s: metal.undeploy: %w", name, err)
 	}
-	return d.Wait(ctx, name, node, "ready", 5*time.Minute)
+	return d.waitVerb(ctx, name, node, "ready", r.Msg)
 }
 
 // MaxInFlight is how many machines LoopAll takes through the lifecycle at
-// once. Beyond it the control plane only queues more work: each loop's
-// phases then take longer than Wait's bound, and its polls load the control
-// plane it waits on.
-const MaxInFlight = 200
+// once. It is more than keeps the control plane busy (a phase of one machine
+// takes about 8 s unloaded, and 2 cores do about 3 phases a second); beyond
+// it the control plane only queues more work, so a phase waits longer: with
+// 200 at once on a loaded 2-core machine, phases reached Wait's 5-minute
+// bound.
+const MaxInFlight = 50
 
 // pollEvery is how often Wait asks for a node: 250 ms for a few machines,
 // longer for many, so the demo's polls (a metal.get and a commands.list

@@ -12,7 +12,7 @@ func TestPollEvery(t *testing.T) {
 	for _, c := range []struct {
 		machines int
 		want     time.Duration
-	}{{1, 250 * time.Millisecond}, {3, 250 * time.Millisecond}, {100, time.Second}, {200, 2 * time.Second}, {1000, 2 * time.Second}} {
+	}{{1, 250 * time.Millisecond}, {3, 250 * time.Millisecond}, {40, 400 * time.Millisecond}, {200, 500 * time.Millisecond}, {1000, 500 * time.Millisecond}} {
 		d := &Demo{cfg: Config{Machines: c.machines}}
 		if got := d.pollEvery(); got != c.want {
 			t.Errorf("pollEvery() with %d machines = %v, want %v", c.machines, got, c.want)
