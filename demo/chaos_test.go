@@ -21,9 +21,13 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/chaos"
+	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/nodestate"
@@ -82,6 +86,9 @@ func TestChaos(t *testing.T) {
 	}
 	s.Checks = e.check(ctx, t, results)
 	fmt.Print(s.String())
+	if slices.ContainsFunc(s.Checks, func(c chaos.Check) bool { return len(c.Violations) > 0 }) {
+		e.explain(ctx, t, results)
+	}
 	for _, c := range s.Checks {
 		if len(c.Violations) > 0 {
 			t.Errorf("invariant %s violated (seed %d): %s", c.Name, seed, strings.Join(c.Violations, "; "))
@@ -130,7 +137,7 @@ type chaosEnv struct {
 // control plane (chaosProcs), the proxies, bcd site and the rack.
 func startChaosEnv(ctx context.Context, t *testing.T, machines int) *chaosEnv {
 	bc, bcd := binary(t, "better-compute"), binary(t, "bcd")
-	e := &chaosEnv{t: t, dir: t.TempDir()}
+	e := &chaosEnv{t: t, dir: keptDir(t)}
 	// A short directory: the socket lives in it, so its URL survives restarts.
 	pgDir, err := os.MkdirTemp("", "chaos-pg-")
 	if err != nil {
@@ -185,6 +192,23 @@ func startChaosEnv(ctx context.Context, t *testing.T, machines int) *chaosEnv {
 	return e
 }
 
+// keptDir is the run's directory (logs of every process, the rack's
+// disks), removed after a pass and kept after a failure, for its logs.
+func keptDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "chaos-run-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("chaos: the run's logs are kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
 // chaosSetup is run.sh's set-up: Temporal's schema, the CA, the hardware.
 func chaosSetup(t *testing.T, c *clusterRun) {
 	t.Helper()
@@ -229,8 +253,11 @@ func startChaosRack(ctx context.Context, t *testing.T, dir, bootURL string, mach
 	return rack
 }
 
+// startPG starts (or starts again) the private PostgreSQL, durable as
+// serve's own: Ephemeral's synchronous_commit=off would lose commits it had
+// acknowledged to a kill -9, which no product survives.
 func (e *chaosEnv) startPG(ctx context.Context) error {
-	pg, err := pgcluster.StartConfig(ctx, pgcluster.Config{Dir: e.pgDir, Ephemeral: true})
+	pg, err := pgcluster.StartConfig(ctx, pgcluster.Config{Dir: e.pgDir})
 	if err != nil {
 		return err
 	}
@@ -731,5 +758,48 @@ func TestChaosChecksFail(t *testing.T) {
 	}
 	if got := workflowViolations(runs[:1], map[string][]*v1.Workflow{"n1": flows["n1"][:2]}); len(got) == 0 {
 		t.Errorf("a lost undeploy: no violation found, want one")
+	}
+}
+
+// explain logs, for each machine whose lifecycles stopped early, where its
+// node's last workflow is as Temporal has it: its status, its pending
+// activities (attempts, last failure) or the failure that ended it.
+func (e *chaosEnv) explain(ctx context.Context, t *testing.T, runs []lifecycleRun) {
+	c, err := client.Dial(client.Options{HostPort: e.c.addr("FRONTEND_1_PORT"), Namespace: controlplane.DefaultNamespace,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		t.Logf("chaos: no Temporal client to explain the violations: %v", err)
+		return
+	}
+	defer c.Close()
+	for _, r := range runs {
+		if r.err == nil || r.node == "" {
+			continue
+		}
+		wid := "metal/" + r.node
+		d, err := c.DescribeWorkflowExecution(ctx, wid, "")
+		if err != nil {
+			t.Logf("chaos: %s: describe %s: %v", r.machine, wid, err)
+			continue
+		}
+		info := d.WorkflowExecutionInfo
+		t.Logf("chaos: %s: %s %s is %s", r.machine, info.GetType().GetName(), info.GetExecution().GetRunId(), info.GetStatus())
+		for _, p := range d.PendingActivities {
+			t.Logf("chaos:   pending %s (%s) attempt %d state %s, last failure: %s", p.ActivityId, p.ActivityType.GetName(),
+				p.Attempt, p.State, p.LastFailure.GetMessage())
+		}
+		it := c.GetWorkflowHistory(ctx, wid, info.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				break
+			}
+			if f := ev.GetActivityTaskFailedEventAttributes().GetFailure(); f != nil {
+				t.Logf("chaos:   event %d activity failed: %s", ev.EventId, f.GetMessage())
+			}
+			if a := ev.GetWorkflowExecutionFailedEventAttributes(); a != nil {
+				t.Logf("chaos:   event %d workflow failed: %s (cause: %s)", ev.EventId, a.GetFailure().GetMessage(), a.GetFailure().GetCause().GetMessage())
+			}
+		}
 	}
 }
