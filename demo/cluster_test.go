@@ -29,12 +29,14 @@ import (
 const clusterProcfile = "../deploy/cluster/Procfile"
 
 // clusterKills are the processes killed -9 in each deploy of the test: one
-// of each kind. The site agent was given frontend-1 at its join and joined
-// through api-1, so those two stay (a site agent dials one frontend).
+// of each kind, both frontends in turn (the site agent balances over the
+// frontends its join gave; frontend-1 goes first, the one that agents from
+// before that dialled alone). The site agent joined through api-1, so that
+// one stays.
 var clusterKills = [][]string{
-	{"frontend-2", "history-1", "matching-1", "temporal-worker", "api-2", "worker-1"},
+	{"frontend-1", "history-1", "matching-1", "temporal-worker", "api-2", "worker-1"},
 	{"frontend-2", "history-2", "matching-2", "temporal-worker", "api-2", "worker-2"},
-	{"frontend-2", "history-1", "matching-2", "temporal-worker", "api-2", "worker-1"},
+	{"frontend-1", "history-1", "matching-2", "temporal-worker", "api-2", "worker-1"},
 }
 
 // TestTemporalCluster runs deploy/cluster/Procfile as real processes on
