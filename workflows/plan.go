@@ -177,8 +177,12 @@ func (d *deployer) run1(s sdk.PlannedStep, in sdk.Values) (sdk.Values, error) {
 		return out, err
 	case sdk.Site:
 		in["bmc"] = d.bmc()
-		_, err := d.send(s.Use, "site", s.Timeout, in, &out)
-		return out, err
+		step, _ := d.next(s.Use)
+		actx := d.siteOptions(step, s.Timeout, 0)
+		if !s.RetrySafe { // a timed-out attempt (its agent died under it) is its last
+			actx = workflow.WithScheduleToCloseTimeout(actx, s.Timeout)
+		}
+		return out, d.command(step, s.Use, "site", actx, in, &out)
 	case sdk.ControlPlane:
 		return d.controlPlane(s, in)
 	}
