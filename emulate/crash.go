@@ -17,9 +17,9 @@ func (r *Rack) CrashRamdisk(name string) (bool, error) {
 	m.bootMu.Lock()
 	defer m.bootMu.Unlock()
 	m.mu.Lock()
-	running := m.stopRD != nil
+	running := m.stopRD != nil && !ended(m.rdDone)
 	m.mu.Unlock()
-	if !running {
+	if !running { // none, or one that ended by itself (a refused join)
 		return false, nil
 	}
 	m.stopRamdisk()
@@ -45,4 +45,13 @@ func (r *Rack) ResetMachine(name string) (bool, error) {
 	}
 	m.onBoot(bmc.BootPXE)
 	return true, nil
+}
+
+func ended(done chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
