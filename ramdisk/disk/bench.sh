@@ -43,16 +43,15 @@ now() { date +%s.%N; }
 summary() { sort -g | awk -v f="$1" '{v[NR]=$1} END {m = NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2; printf f " (" f "-" f ")", m, v[1], v[NR]}'; }
 div() { echo "$1 / $2" | bc -l; }
 
-# dd_run CONV IMAGE: seconds of zstd -dc IMAGE | dd conv=CONV onto a fresh sparse disk
+# dd_run CONV IMAGE: "seconds cpu-seconds" of zstd -dc IMAGE | dd conv=CONV
+# onto a fresh sparse disk (CPU: user and system of zstd and dd)
 dd_run() {
 	truncate -s "$size" "$work/dd.disk"
 	sync
-	local t0 t1
-	t0=$(now)
-	zstd -dc "$2" | dd of="$work/dd.disk" bs=4M conv="$1" status=none
-	t1=$(now)
+	local TIMEFORMAT='%R %U %S' r u s
+	read -r r u s < <({ time (zstd -dc "$2" | dd of="$work/dd.disk" bs=4M conv="$1" status=none); } 2>&1)
 	rm -f "$work/dd.disk"
-	echo "$t1 - $t0" | bc -l
+	echo "$r $(echo "$u + $s" | bc -l)"
 }
 
 # go_run IMAGE [benchcmd flags]: benchcmd write's line, "seconds bytes wait write sync sha256"
@@ -71,17 +70,20 @@ for kind in full sparse; do
 	zst_mib=$(( $(stat -c %s "$work/$kind.raw.zst") >> 20 ))
 	: >"$work/rounds"
 	for i in $(seq "$runs"); do
-		dd_s=$(dd_run notrunc,fsync "$work/$kind.raw.zst")
-		sp_s=$(dd_run sparse,notrunc,fsync "$work/$kind.raw.zst")
+		read -r dd_s dd_cpu < <(dd_run notrunc,fsync "$work/$kind.raw.zst")
+		read -r sp_s sp_cpu < <(dd_run sparse,notrunc,fsync "$work/$kind.raw.zst")
 		prof=()
 		[ -z "$profile" ] || [ "$i" != "$runs" ] || prof=(-cpuprofile "$profile/$kind.prof")
-		read -r go_s _ wait_s write_s sync_s hash_s < <(go_run "$work/$kind.raw.zst" "${prof[@]}")
-		echo "$dd_s $sp_s $go_s $(div "$go_s" "$dd_s") $(div "$go_s" "$sp_s") $wait_s $write_s $sync_s $hash_s" >>"$work/rounds"
+		read -r go_s _ wait_s write_s sync_s hash_s go_cpu < <(go_run "$work/$kind.raw.zst" "${prof[@]}")
+		echo "$dd_s $sp_s $go_s $(div "$go_s" "$dd_s") $(div "$go_s" "$sp_s") $wait_s $write_s $sync_s $hash_s" \
+			"$dd_cpu $sp_cpu $go_cpu $(div "$go_cpu" "$dd_cpu") $(div "$go_cpu" "$sp_cpu")" >>"$work/rounds"
 	done
 	col() { cut -d' ' -f"$1" "$work/rounds" | summary "$2"; }
 	printf '%-7s %5s %4s | %-23s | %-23s | %-23s | %-17s | %-17s | %s / %s / %s\n' "$kind" "$size_mib" "$zst_mib" \
 		"$(col 1 %.3f)" "$(col 2 %.3f)" "$(col 3 %.3f)" "$(col 4 %.2f)" "$(col 5 %.2f)" \
 		"$(col 6 %.3f)" "$(col 7 %.3f)" "$(col 8 %.3f)" >>"$results"
+	printf '%-7s %5s %4s | %-23s | %-23s | %-23s | %-17s | %-17s\n' "$kind" "$size_mib" "$zst_mib" \
+		"$(col 10 %.3f)" "$(col 11 %.3f)" "$(col 12 %.3f)" "$(col 13 %.2f)" "$(col 14 %.2f)" >>"$work/cpu"
 
 	DISK_BENCH_IMAGE=$work/$kind.raw.zst DISK_BENCH_DIR=$work "$work/disk.test" -test.run '^$' \
 		-test.bench 'BenchmarkWriteImageStages' -test.benchtime "${stage_runs}x" |
@@ -98,6 +100,10 @@ cat <<'TXT'
 wait = the writer waiting for decompressed data (decompression, with the stream's sha256 before it);
 write = in writes and zeroing; sync = in fdatasync (checkpoints overlap the writes).
 TXT
+echo
+echo "CPU seconds (user + system; zstd and dd together), the same rounds: steadier than wall time on a shared machine"
+printf '%-7s %5s %4s | %-23s | %-23s | %-23s | %-17s | %-17s\n' image MiB zst "zstd|dd fsync cpu" "zstd|dd sparse cpu" "WriteImage cpu" "vs dd" "vs dd-sparse"
+cat "$work/cpu"
 echo
 echo "where WriteImage's time goes (BenchmarkWriteImageStages, seconds per op, mean of $stage_runs):"
 printf '%-7s %8s %10s %10s %8s %8s %6s\n' image sha256 decompress "sha+decomp" "devnull" "nohash" "all"
