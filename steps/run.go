@@ -1,6 +1,7 @@
 package steps
 
 import (
+	"context"
 	"fmt"
 
 	"go.temporal.io/sdk/temporal"
@@ -29,4 +30,17 @@ func Result(s sdk.Step, out sdk.Values, err error) (sdk.Values, error) {
 	k := errs.KindOf(err)
 	return nil, temporal.NewApplicationErrorWithOptions(fmt.Sprintf("%s: %v", s.ID, err), string(k),
 		temporal.ApplicationErrorOptions{NonRetryable: !k.Retryable() || !s.RetrySafe, Cause: err})
+}
+
+// Run runs s.Run and returns what its activity returns (Result). A panic in
+// Run is an INTERNAL failure of the step like any other, final when the
+// step is not RetrySafe: Temporal retries an activity's panic.
+func Run(ctx context.Context, s sdk.Step, c *sdk.Context, in sdk.Values) (out sdk.Values, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = Result(s, nil, errs.New(errs.Internal, "%s panicked: %v", s.ID, p))
+		}
+	}()
+	out, err = s.Run(ctx, c, in)
+	return Result(s, out, err)
 }

@@ -48,7 +48,7 @@ func (a *Activities) RegisterSteps(r worker.ActivityRegistry) error {
 
 // StepActivity wraps a control-plane step's Run as its activity: its
 // Context gets the node, the run, the earlier steps' outputs, SQL, PKI and
-// Artifacts; its error is mapped by steps.Result (NotReady: retried after
+// Artifacts; its error is mapped by steps.Run (NotReady: retried after
 // its delay; a failure of a step not RetrySafe: final).
 func (a *Activities) StepActivity(s sdk.Step) func(context.Context, sdk.Call) (sdk.Values, error) {
 	return func(ctx context.Context, c sdk.Call) (sdk.Values, error) {
@@ -60,8 +60,7 @@ func (a *Activities) StepActivity(s sdk.Step) func(context.Context, sdk.Call) (s
 		if sc.Artifacts == nil {
 			sc.Artifacts = noArtifacts{}
 		}
-		out, err := s.Run(ctx, sc, c.With)
-		return steps.Result(s, out, err)
+		return steps.Run(ctx, s, sc, c.With)
 	}
 }
 

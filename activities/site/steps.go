@@ -63,7 +63,6 @@ func StepActivity(s sdk.Step) func(context.Context, sdk.Values) (sdk.Values, err
 		info := activity.GetInfo(ctx)
 		c := &sdk.Context{Node: sdk.Node{ID: target.BMC.NodeID, BMCDriver: target.BMC.Driver}, Step: info.ActivityID,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}
-		out, err := s.Run(ctx, c, in)
-		return steps.Result(s, out, err)
+		return steps.Run(ctx, s, c, in)
 	}
 }
