@@ -80,6 +80,7 @@ type gpt struct {
 	esz         int64
 	slot        int   // the entry the seed takes
 	first, last int64 // its sectors
+	end         int64 // the last sector of the image's partitions
 }
 
 func sectorSize(t *target) int64 {
@@ -191,6 +192,7 @@ func (g *gpt) place(name string, size int) error {
 	lastUsable := g.sectors - 2 - g.entrySectors()
 	g.first = (lastUsable + 1 - n) / align * align
 	g.last = g.first + n - 1
+	g.end = end
 	if g.first <= end {
 		return errs.New(errs.InvalidState, "disk %s has no room after the image's partitions (which end at sector %d) for the %d-byte user-data seed", name, end, size)
 	}
@@ -236,7 +238,9 @@ func (g *gpt) write(t *target, seed []byte) error {
 		b   []byte
 		lba int64
 	}{{g.entries, backupEntries}, {backup, alt}, {g.entries, int64(le.Uint64(g.hdr[72:]))}, {g.hdr, 1}}
-	if oldAlt != alt && oldAlt > 1 && oldAlt < g.first { // the image's backup header, stale now
+	// The image's backup header, stale now; only past its partitions: a
+	// header pointing into one must not cost it a sector.
+	if oldAlt != alt && oldAlt > g.end && oldAlt < g.first {
 		writes = append([]struct {
 			b   []byte
 			lba int64

@@ -101,3 +101,25 @@ func TestWriteSeedRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteSeedKeepsPartitionsUnderStaleBackup: an image whose header puts
+// its backup header inside one of its partitions (broken or crafted) keeps
+// that partition's bytes: only a stale backup past the partitions is
+// cleared.
+func TestWriteSeedKeepsPartitionsUnderStaleBackup(t *testing.T) {
+	const size = 64 << 20
+	img := GPTImage(8192, 2048, 6143)
+	le := binary.LittleEndian
+	le.PutUint64(img[512+32:], 3000) // the backup header "at" sector 3000, inside root
+	clear(img[512+16 : 512+20])
+	le.PutUint32(img[512+16:], headerCRC(img[512:512+92]))
+	copy(img[3000*512:], bytes.Repeat([]byte{0x5a}, 512))
+	d := diskWith(t, img, size)
+	if err := WriteSeed(d, seedISO(t, "#cloud-config\n")); err != nil {
+		t.Fatalf("WriteSeed = %v, want nil", err)
+	}
+	got, _ := os.ReadFile(d.Path)
+	if !bytes.Equal(got[2048*512:6144*512], img[2048*512:6144*512]) {
+		t.Errorf("WriteSeed changed the image's partition (sector 3000 = %x…), want it untouched", got[3000*512:3000*512+4])
+	}
+}
