@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -52,6 +53,8 @@ type Cache struct {
 	log   *slog.Logger
 	// fetching makes concurrent first requests of an id share one fetch.
 	fetching singleflight.Group
+	// writing orders writes of fetched files with sweeps of expired ones.
+	writing sync.Mutex
 }
 
 // New opens the cache at dir, deleting what expired while the agent was
@@ -64,14 +67,21 @@ func New(dir string, fetch FetchFunc, now func() time.Time, log *slog.Logger) (*
 		now = time.Now
 	}
 	c := &Cache{dir: dir, fetch: fetch, now: now, log: log}
-	metas, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	c.sweep()
+	return c, nil
+}
+
+// sweep deletes what expired; the caller holds c.writing (or is New). It
+// runs at each fetch too, so a long-running agent does not keep every
+// ISO it ever served until its restart.
+func (c *Cache) sweep() {
+	metas, _ := filepath.Glob(filepath.Join(c.dir, "*.json"))
 	for _, m := range metas {
 		id := filepath.Base(m[:len(m)-len(".json")])
 		if _, ok := c.cached(id); !ok {
 			c.drop(id)
 		}
 	}
-	return c, nil
 }
 
 // Handler serves GET /artifacts/{id}/{name}, with ranges (BMCs read
@@ -139,6 +149,9 @@ func (c *Cache) fetchAndKeep(ctx context.Context, id string) (Meta, error) {
 		return Meta{}, errs.New(errs.NotFound, "the artifact expired")
 	}
 	b, _ := json.Marshal(m)
+	c.writing.Lock()
+	defer c.writing.Unlock()
+	c.sweep()
 	if err := atomicfile.Write(c.path(id), data, 0o600); err != nil {
 		return Meta{}, err
 	}

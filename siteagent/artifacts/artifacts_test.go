@@ -116,3 +116,33 @@ func TestServeFetchesChecksCachesAndExpires(t *testing.T) {
 		t.Errorf("an expired artifact was kept: %v", err)
 	}
 }
+
+// TestExpiredSweptAtNextFetch: an expired artifact nobody asks for again
+// leaves the disk at the next fetch, not only at the agent's restart.
+func TestExpiredSweptAtNextFetch(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	old, fresh := strings.Repeat("a", 52), strings.Repeat("e", 52)
+	sum := sha256.Sum256([]byte("iso"))
+	cp := &fakeCP{metas: map[string]artifacts.Meta{
+		old: {Name: "seed.iso", SHA256: hex.EncodeToString(sum[:]), ExpiresAt: now.Add(time.Hour)},
+	}, data: map[string][]byte{old: []byte("iso"), fresh: []byte("iso")}}
+	dir := t.TempDir()
+	c, err := artifacts.New(dir, cp.fetch, func() time.Time { return now }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Handler()
+	if code, _ := get(t, h, "/artifacts/"+old+"/seed.iso"); code != 200 {
+		t.Fatalf("GET old = %d, want 200", code)
+	}
+	now = now.Add(2 * time.Hour)
+	cp.metas[fresh] = artifacts.Meta{Name: "seed.iso", SHA256: hex.EncodeToString(sum[:]), ExpiresAt: now.Add(time.Hour)}
+	if code, _ := get(t, h, "/artifacts/"+fresh+"/seed.iso"); code != 200 {
+		t.Fatalf("GET fresh = %d, want 200", code)
+	}
+	for _, f := range []string{old, old + ".json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("expired %s after the next fetch: stat = %v, want gone", f[50:], err)
+		}
+	}
+}
