@@ -26,7 +26,7 @@ func (s profiles) Create(ctx context.Context, req *connect.Request[v1.CreateProf
 		return nil, errs.Invalid("profile", "the profile document is missing")
 	}
 	doc := profileIn(req.Msg.Profile)
-	problems, err := s.problems(ctx, t, doc)
+	_, problems, err := s.resolveProfile(ctx, t, doc, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (s profiles) Create(ctx context.Context, req *connect.Request[v1.CreateProf
 }
 
 func (s profiles) Get(ctx context.Context, req *connect.Request[v1.GetProfileRequest]) (*connect.Response[v1.GetProfileResponse], error) {
-	p, err := s.load(ctx, req.Msg.TenantId, req.Msg.Id, req.Msg.Version)
+	_, p, err := s.load(ctx, req.Msg.TenantId, req.Msg.Id, req.Msg.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -81,22 +81,15 @@ func (s profiles) List(ctx context.Context, req *connect.Request[v1.ListProfiles
 	return connect.NewResponse(out), nil
 }
 
-// problems lists what is wrong with a profile of tenant: its shape, then
-// its steps resolved against the steps the running workers serve
-// (resolveProfile), then the catalog images it names that the tenant does
-// not have.
-func (s *Server) problems(ctx context.Context, tenant string, doc provision.Profile) ([]provision.Problem, error) {
-	_, out, err := s.resolveProfile(ctx, tenant, doc, nil)
-	return out, err
-}
-
-// Validate checks a stored profile: its shape, its steps resolved against
-// the steps the running workers serve, and the images it names.
+// Validate checks a stored profile the tenant may read as its deploy
+// would: its shape, its steps resolved against the steps the running
+// workers serve on the tenant's sites, and the images and user data it
+// names in its owner's catalog (resolveFor).
 func (s profiles) Validate(ctx context.Context, req *connect.Request[v1.ValidateProfileRequest]) (*connect.Response[v1.ValidateProfileResponse], error) {
 	if req.Msg.ProfileVersion < 1 {
 		return nil, errs.Invalid("profileVersion", "want the version to validate (1 or more), got %d", req.Msg.ProfileVersion)
 	}
-	p, err := s.load(ctx, req.Msg.TenantId, req.Msg.Id, req.Msg.ProfileVersion)
+	t, p, err := s.load(ctx, req.Msg.TenantId, req.Msg.Id, req.Msg.ProfileVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +97,7 @@ func (s profiles) Validate(ctx context.Context, req *connect.Request[v1.Validate
 	if err := json.Unmarshal(p.Document, &doc); err != nil {
 		return nil, fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
 	}
-	problems, err := s.problems(ctx, p.TenantID, doc)
+	_, problems, err := s.resolveFor(ctx, t, p.TenantID, doc, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +109,17 @@ func (s profiles) Validate(ctx context.Context, req *connect.Request[v1.Validate
 	return connect.NewResponse(out), nil
 }
 
-func (s profiles) load(ctx context.Context, tenant, id string, version int32) (store.Profile, error) {
+// load returns the caller's tenant and the profile it may read.
+func (s profiles) load(ctx context.Context, tenant, id string, version int32) (string, store.Profile, error) {
 	t, err := s.tenantOf(ctx, tenant)
 	if err != nil {
-		return store.Profile{}, err
+		return "", store.Profile{}, err
 	}
 	if id == "" {
-		return store.Profile{}, errs.Invalid("id", "name the profile")
+		return "", store.Profile{}, errs.Invalid("id", "name the profile")
 	}
-	return s.store.GetProfile(ctx, t, id, int(version))
+	p, err := s.store.GetProfile(ctx, t, id, int(version))
+	return t, p, err
 }
 
 func profileIn(p *v1.Profile) provision.Profile {

@@ -19,13 +19,13 @@ import (
 
 // Render resolves a profile the tenant may read into the plan a deploy
 // runs, as validate resolves it (against the steps the running workers
-// serve and its owner's catalog): each step, where it runs, its inputs after defaults, its timeout,
+// serve on the tenant's sites and its owner's catalog): each step, where it runs, its inputs after defaults, its timeout,
 // whether it may run again, and the earlier step its fromStep names.
 func (s profiles) Render(ctx context.Context, req *connect.Request[v1.RenderProfileRequest]) (*connect.Response[v1.RenderProfileResponse], error) {
 	if req.Msg.ProfileVersion < 1 {
 		return nil, errs.Invalid("profileVersion", "want the version to render (1 or more), got %d", req.Msg.ProfileVersion)
 	}
-	p, err := s.load(ctx, req.Msg.TenantId, req.Msg.Id, req.Msg.ProfileVersion)
+	t, p, err := s.load(ctx, req.Msg.TenantId, req.Msg.Id, req.Msg.ProfileVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (s profiles) Render(ctx context.Context, req *connect.Request[v1.RenderProf
 	if err := json.Unmarshal(p.Document, &doc); err != nil {
 		return nil, fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
 	}
-	plan, problems, err := s.resolveProfile(ctx, p.TenantID, doc, nil)
+	plan, problems, err := s.resolveFor(ctx, t, p.TenantID, doc, nil)
 	if err != nil {
 		return nil, err
 	}

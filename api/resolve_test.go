@@ -345,3 +345,41 @@ func TestPublishControlPlaneSteps(t *testing.T) {
 		t.Errorf("published steps = %v, want the control-plane steps %v", got, want)
 	}
 }
+
+// TestPublicProfileResolvesAgainstTheCallersSites: validate and render of
+// another tenant's public profile resolve its steps against the caller's
+// sites, as its deploy does, not the owner's: acme's site serves
+// acme.mount, root's does not (nor knows it), so root is told before it
+// deploys.
+func TestPublicProfileResolvesAgainstTheCallersSites(t *testing.T) {
+	t.Parallel()
+	a := newAgentsEnv(t)
+	ctx := context.Background()
+	acmeSite, _, err := a.store.CreateSite(ctx, store.Site{TenantID: "acme", Kind: "shared", Region: "r", LoopbackLab: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.store.PublishSteps(ctx, "", "acme", []sdk.Step{acmeRender}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.announceSteps(t, acmeSite.ID, nil, acmeMount); err != nil {
+		t.Fatalf("Announce(acme's site) = %v", err)
+	}
+	if err := a.announceSteps(t, a.site, nil); err != nil {
+		t.Fatalf("Announce(root's site) = %v", err)
+	}
+	a.ok(a.acme, profCreate, `{"profile":{"id":"mount","version":1,"target":"metal","role":"host","visibility":"public",`+
+		`"steps":[{"use":"acme.render"},{"use":"acme.mount","with":{"fromStep":"acme.render"}}]}}`)
+	if v := a.ok(a.acme, profValidate, `{"id":"mount","profileVersion":1}`); v["valid"] != true {
+		t.Errorf("acme validates its own profile = %v, want valid", v)
+	}
+	v := a.ok(a.root, profValidate, `{"id":"mount","profileVersion":1}`)
+	probs, _ := v["problems"].([]any)
+	if v["valid"] == true || len(probs) != 1 || !strings.Contains(fmt.Sprint(probs[0]), "field:steps[1].use") ||
+		!strings.Contains(fmt.Sprint(probs[0]), `"acme.mount"`) {
+		t.Errorf("root validates acme's public profile = %v, want the one problem: steps[1].use, acme.mount, which no site of root's serves", v)
+	}
+	if code, out := a.call(a.root, profRender, `{"id":"mount","profileVersion":1}`); kindOf(out) != "INVALID_INPUT" || field(out) != "profile.steps[1].use" {
+		t.Errorf("root renders acme's public profile = %d %v, want INVALID_INPUT naming profile.steps[1].use", code, out)
+	}
+}
