@@ -41,11 +41,11 @@ type fake struct {
 	calls       []string         // activity names in order, commands bookkeeping aside
 	transitions []kinds.TransitionInput
 	power       []string                // power.setPower actions in order
-	commands    []kinds.CommandRecord      // command.start and command.finish records
+	commands    []kinds.CommandRecord   // command.start and command.finish records
 	ramdiskCmds []kinds.Command         // ramdisk commands as sent
-	deployments []kinds.DeploymentInput    // node.recordDeployment calls
-	verified    kinds.WipeAttestation      // what wipe.verify returns
-	verifyIn    *kinds.VerifyWipeInput     // what wipe.verify was asked
+	deployments []kinds.DeploymentInput // node.recordDeployment calls
+	verified    kinds.WipeAttestation   // what wipe.verify returns
+	verifyIn    *kinds.VerifyWipeInput  // what wipe.verify was asked
 	wipes       map[string]bool         // workflow/run → a verified wipe not yet consumed by a move into ready
 	inputs      map[string][]any        // every activity's input by name
 	hooks       map[string]func(in any) // run when the named activity starts

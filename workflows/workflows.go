@@ -7,7 +7,6 @@
 package workflows
 
 import (
-
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
 )
@@ -62,14 +61,10 @@ type Result struct {
 	Attestation *kinds.WipeAttestation `json:"attestation,omitempty"`
 }
 
-
 // UpdateBMCInput is metal.update's input, declared with the activity that
 // saves it (kinds).
 type UpdateBMCInput = kinds.UpdateBMCInput
 
-// Activity names the API and the demo tests look for in a run's history;
-// kinds declares them with the rest of the control plane's contract.
-const (
-	ActTransition = kinds.ActTransition
-	ActVerifyWipe = kinds.ActVerifyWipe
-)
+// ActVerifyWipe is the activity name the demo tests count in a run's
+// history; kinds declares it with the rest of the control plane's contract.
+const ActVerifyWipe = kinds.ActVerifyWipe
