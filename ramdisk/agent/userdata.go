@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
@@ -53,6 +55,9 @@ func fetchSeed(ctx context.Context, src string) ([]byte, error) {
 		return nil, errs.Wrap(errs.Internal, err, "build the user data request")
 	}
 	resp, err := http.DefaultClient.Do(req)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err // *url.Error repeats the URL
+	}
 	if err != nil {
 		return nil, errs.Wrap(errs.Unavailable, err, "fetch the user data from the site")
 	}
