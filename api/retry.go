@@ -16,7 +16,6 @@ import (
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
 	"github.com/better-compute/better-compute/sdk"
-	"github.com/better-compute/better-compute/steps"
 	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
 )
@@ -128,22 +127,22 @@ func listOrNone(s []string) string {
 }
 
 // unsafeSteps lists the steps of list that would run again and are not
-// retry-safe. What a step declared comes from the built-in registry, else
-// from what the workers published (safety, see retrySafety). A
+// retry-safe. What a step declared comes from reg, the API's own steps
+// (built-ins and its plugins), else from what the workers published
+// (safety, see retrySafety). A
 // control-plane step known to neither is a plugin's this process cannot
 // see: it counts as unsafe, so --force is needed. A site or ramdisk
 // activity known to neither is one of the lifecycle's own commands
 // (boot.setEntry, cache.ensureImage, inventory.refresh, disk.wipe…), not a
 // profile step: each is safe to repeat, the drivers behind them being
 // idempotent by contract.
-func unsafeSteps(list []runStep, safety map[string]bool) []string {
-	builtin := steps.Builtins().Steps
+func unsafeSteps(reg *sdk.Registry, list []runStep, safety map[string]bool) []string {
 	var out []string
 	for _, st := range list {
 		cp := st.queue == wf.ControlPlaneQueue
 		safe, known := safety[safetyKey(cp, st.kind)]
-		if i := slices.IndexFunc(builtin, func(x sdk.Step) bool { return x.ID == st.kind }); i >= 0 {
-			safe, known = builtin[i].RetrySafe, true
+		if own, ok := reg.Step(st.kind); ok {
+			safe, known = own.RetrySafe, true
 		}
 		if !known {
 			safe = !cp

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/sdk"
+	"github.com/better-compute/better-compute/steps"
 	"github.com/better-compute/better-compute/store"
 )
 
@@ -64,12 +67,22 @@ func TestUnsafeSteps(t *testing.T) {
 		{"a site's step is not the control plane's", map[string]bool{"site/autoinstall.renderIso": true},
 			[]string{"03.autoinstall.renderIso"}},
 	} {
-		if diff := cmp.Diff(tt.want, unsafeSteps(runOf, tt.published)); diff != "" {
+		if diff := cmp.Diff(tt.want, unsafeSteps(builtins, runOf, tt.published)); diff != "" {
 			t.Errorf("%s: unsafeSteps() -want +got:\n%s", tt.name, diff)
 		}
 	}
-	if got := unsafeSteps(runOf[3:], nil); got != nil {
+	if got := unsafeSteps(builtins, runOf[3:], nil); got != nil {
 		t.Errorf("unsafeSteps(from 04) = %v, want none: the unsafe step before is not run again", got)
+	}
+	// An API built with the plugin knows what its steps declared, published or not.
+	withPlugin, err := sdk.NewRegistry(steps.Builtins(), sdk.Plugin{ID: "autoinstall", Steps: []sdk.Step{
+		{ID: "autoinstall.renderIso", RunsOn: sdk.ControlPlane, Timeout: time.Minute, RetrySafe: true},
+		{ID: "acme.flash", RunsOn: sdk.Site, Timeout: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"05.acme.flash"}, unsafeSteps(withPlugin, runOf, nil)); diff != "" {
+		t.Errorf("unsafeSteps(the API's own plugin) -want +got:\n%s", diff)
 	}
 }
 

@@ -168,7 +168,7 @@ func (s workflows) Retry(ctx context.Context, req *connect.Request[v1.RetryWorkf
 	if err != nil {
 		return nil, err
 	}
-	if bad := unsafeSteps(list[k:], safety); len(bad) > 0 && !m.Force {
+	if bad := unsafeSteps(s.steps, list[k:], safety); len(bad) > 0 && !m.Force {
 		return nil, errs.New(errs.InvalidState, "step %s is not retry-safe and would run again: running it twice may "+
 			"leave the machine half-done; retry with --force to run it anyway", strings.Join(bad, ", "))
 	}
