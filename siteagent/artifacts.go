@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"time"
 
@@ -42,6 +44,9 @@ func (a *Agent) fetchArtifact(ctx context.Context, id string) (artifacts.Meta, [
 		return artifacts.Meta{}, nil, errs.Wrap(errs.Internal, err, "cannot build the artifact request")
 	}
 	resp, err := a.cp.Do(req)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err // *url.Error repeats the URL, whose id is the artifact's key
+	}
 	if err != nil {
 		return artifacts.Meta{}, nil, errs.Wrap(errs.Unavailable, err, "cannot reach the control plane for an artifact")
 	}
