@@ -2498,7 +2498,7 @@ type PlannedStep struct {
 	TimeoutSeconds int64  `protobuf:"varint,4,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
 	// Whether the step may run again after a partial run (workflows retry --from-step).
 	RetrySafe bool `protobuf:"varint,5,opt,name=retry_safe,json=retrySafe,proto3" json:"retry_safe,omitempty"`
-	// What the node must have: ramdisk, virtual-media.
+	// What the node must have: ramdisk, virtualMedia (sdk.Need).
 	Needs []string `protobuf:"bytes,6,rep,name=needs,proto3" json:"needs,omitempty"`
 	// The command kinds the step relays through the site.
 	Relays []string `protobuf:"bytes,7,rep,name=relays,proto3" json:"relays,omitempty"`
