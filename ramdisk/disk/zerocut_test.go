@@ -51,7 +51,7 @@ func decodeCut(t *testing.T, stream []byte) ([]byte, int64, error) {
 
 // cutImage is 40 MiB of 1 MiB pieces: data (which matches against the zeros
 // before it and repeats data from before the runs), a run of 20 MiB, one of
-// 5 MiB (shorter than a window and minCut), one of 6, and a zero tail of 4.
+// 5 MiB, one of 6, and a zero tail of 4.
 func cutImage() []byte {
 	const mib = 1 << 20
 	img := make([]byte, 40*mib)
@@ -75,7 +75,7 @@ func TestZstdImageCutsZeroRuns(t *testing.T) {
 	tests := []struct {
 		name         string
 		stream, want []byte
-		minCut       int64
+		wantCut      int64
 	}{
 		{"go encoder, 1 MiB window", small, img, 20 << 20},
 		{"concatenated with hand-made", append(append(append([]byte{}, hand...), small...), hand...),
@@ -88,19 +88,19 @@ func TestZstdImageCutsZeroRuns(t *testing.T) {
 		// -3 -T2 writes 8 MiB jobs, each beginning with a compressed block
 		// (of zeros here): the decoder's window holds the zeros before it, so
 		// only the first piece of a run keeps a window's worth of them
-		for level, minCut := range map[string]int64{"-1": 0, "-3": 16 << 20, "-19": 8 << 20} {
+		for level, wantCut := range map[string]int64{"-1": 0, "-3": 16 << 20, "-19": 8 << 20} {
 			s := zstdTool(t, img, level)
 			tests = append(tests, struct {
 				name         string
 				stream, want []byte
-				minCut       int64
-			}{"zstd " + level, s, img, minCut})
+				wantCut      int64
+			}{"zstd " + level, s, img, wantCut})
 		}
 		twice := append(zstdTool(t, img, "-3"), zstdTool(t, img, "-3")...)
 		tests = append(tests, struct {
 			name         string
 			stream, want []byte
-			minCut       int64
+			wantCut      int64
 		}{"zstd -3 twice", twice, append(append([]byte{}, img...), img...), 16 << 20})
 	}
 	for _, tt := range tests {
@@ -110,8 +110,8 @@ func TestZstdImageCutsZeroRuns(t *testing.T) {
 				t.Fatalf("decodeCut() = %d bytes (first difference at %d), %v; want the %d bytes of the image",
 					len(got), firstDiff(got, tt.want), err, len(tt.want))
 			}
-			if cut < tt.minCut {
-				t.Errorf("decodeCut() cut %d zero bytes out, want %d at least", cut, tt.minCut)
+			if cut < tt.wantCut {
+				t.Errorf("decodeCut() cut %d zero bytes out, want %d at least", cut, tt.wantCut)
 			}
 		})
 	}

@@ -22,22 +22,24 @@ import (
 // reader does not understand (another magic, a reserved block type, a
 // truncated header) it passes through as it is, for the decoder to refuse.
 //
-// With a sink (see zstdImage), a run of zero RLE blocks longer than the
-// frame's window (by minCut at least) is not decompressed at all: the
-// decoder gets only its last window's worth, as raw blocks, and the rest
-// goes to the sink as a count, at the moment the decoder asks for the run's
-// first block. The decoder then ends up in the same state (raw and RLE
-// blocks change neither its entropy tables nor its repeat offsets, and its
-// window holds zeros either way) and, decoding synchronously (concurrency
-// 1: it writes out each block before it reads the next), has written out
-// every byte before the run, so the sink's zeros land inside the run. The
-// frame's header loses its content size, which would no longer add up.
+// With a sink (see zstdImage), a long run of zero RLE blocks is mostly not
+// decompressed: the decoder gets as raw blocks only the zeros its window
+// still lacks (the frame's output so far may end in zeros: the sink says how
+// many, see outTail; none if the run ends the frame), and the rest of the
+// run goes to the sink as a count, while the decoder waits for the run's
+// first block. The decoder then ends up in the
+// same state (raw and RLE blocks change neither its entropy tables nor its
+// repeat offsets, and its window holds zeros either way) and, decoding
+// synchronously (concurrency 1: it writes out each block before it reads
+// the next), has written out every byte before the run, so the sink's zeros
+// land inside the run. The frame's header loses its content size, which
+// would no longer add up.
 type rleToRaw struct {
 	r         io.Reader
 	out       []byte // bytes to hand out first: a header, as read or changed
 	zeros     int    // then this many zero bytes (a converted block's contents)
 	pass      int64  // then this many bytes of r, unchanged
-	err       error  // once out, zeros and pass are done
+	err       error  // once out, zeros, rawZeros, held and pass are done
 	inFrame   bool   // between a frame header and the frame's last block
 	checksum  bool   // the frame ends with a 4-byte checksum
 	hdr       [18]byte
@@ -105,10 +107,6 @@ func trailingZeros(p, zeros []byte) int {
 	}
 	return n
 }
-
-// minCut is the shortest cut worth making: below it, the zeros go through
-// the decoder as raw blocks.
-const minCut = 4 << 20
 
 const (
 	zstdMagic      = 0xFD2FB528
@@ -280,9 +278,8 @@ func (z *rleToRaw) cutFrame(fhd byte, n int) {
 }
 
 // flushPending hands out the zero run held back, ahead of the header in
-// z.out (or the frame's end, endsFrame): when it is long enough, all of it
-// to sink but what the decoder's window needs to end in zeros, which it
-// gets as raw blocks; else all as raw blocks.
+// z.out (or the frame's end, endsFrame): all of it to sink but what the
+// decoder's window needs to end in zeros, which it gets as raw blocks.
 func (z *rleToRaw) flushPending(endsFrame bool) {
 	n := z.pending
 	if n == 0 {
@@ -297,7 +294,7 @@ func (z *rleToRaw) flushPending(endsFrame bool) {
 	if endsFrame {
 		keep = 0 // no block of the frame comes after it
 	}
-	if n-keep >= minCut {
+	if n > keep {
 		if err := z.sink.WriteZeros(n - keep); err != nil {
 			z.held, z.pass, z.err = nil, 0, err
 			return
