@@ -30,6 +30,10 @@ import (
 // PathPrefix is where the boot listener serves artifacts.
 const PathPrefix = "/artifacts/"
 
+// fetchTimeout bounds a fetch from the control plane, which outlives the
+// request that started it.
+const fetchTimeout = 5 * time.Minute
+
 // validID is the form of an artifact id (store.ValidArtifactID):
 // 32 bytes in unpadded lowercase base32.
 var validID = regexp.MustCompile(`^[a-z2-7]{52}$`)
@@ -125,7 +129,13 @@ func (c *Cache) get(ctx context.Context, id string) (Meta, error) {
 	if m, ok := c.cached(id); ok {
 		return m, nil
 	}
-	v, err, _ := c.fetching.Do(id, func() (any, error) { return c.fetchAndKeep(ctx, id) })
+	v, err, _ := c.fetching.Do(id, func() (any, error) {
+		// Not the first request's context: others wait on this fetch, and
+		// a BMC closes range reads it no longer needs.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchTimeout)
+		defer cancel()
+		return c.fetchAndKeep(ctx, id)
+	})
 	if err != nil {
 		return Meta{}, err
 	}

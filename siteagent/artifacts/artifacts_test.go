@@ -146,3 +146,41 @@ func TestExpiredSweptAtNextFetch(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchOutlivesFirstRequest: a first request that goes away (a BMC
+// closing one of its range reads) does not fail the fetch the others wait
+// on.
+func TestFetchOutlivesFirstRequest(t *testing.T) {
+	id := strings.Repeat("f", 52)
+	sum := sha256.Sum256([]byte("iso"))
+	entered, release := make(chan struct{}, 2), make(chan struct{})
+	fetch := func(ctx context.Context, _ string) (artifacts.Meta, []byte, error) {
+		entered <- struct{}{}
+		select {
+		case <-ctx.Done():
+			return artifacts.Meta{}, nil, errs.Wrap(errs.Unavailable, ctx.Err(), "fetch")
+		case <-release:
+		}
+		return artifacts.Meta{Name: "seed.iso", SHA256: hex.EncodeToString(sum[:]), ExpiresAt: time.Now().Add(time.Hour)}, []byte("iso"), nil
+	}
+	c, err := artifacts.New(t.TempDir(), fetch, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Handler()
+	ctx, cancel := context.WithCancel(context.Background())
+	go h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/artifacts/"+id+"/seed.iso", nil).WithContext(ctx))
+	<-entered
+	second := make(chan int)
+	go func() {
+		code, _ := get(t, h, "/artifacts/"+id+"/seed.iso")
+		second <- code
+	}()
+	time.Sleep(100 * time.Millisecond) // the second request waits on the first's fetch
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	if code := <-second; code != 200 {
+		t.Errorf("GET while the first request went away = %d, want 200", code)
+	}
+}
