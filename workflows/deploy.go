@@ -10,21 +10,6 @@ import (
 	"github.com/better-compute/better-compute/sdk"
 )
 
-// Built-in steps a deploy profile may use without a plugin (steps.Builtins
-// declares them).
-const (
-	StepDeployImage   = kinds.DeployImage
-	StepBootKexec     = kinds.BootKexec
-	StepSetPower      = kinds.PowerSetPower
-	StepSetBootDevice = kinds.ManagementSetBootDevice
-)
-
-// BuiltinSteps lists the steps a profile of a run from before the step
-// registry could use (legacyPlan).
-func BuiltinSteps() []string {
-	return []string{StepDeployImage, StepBootKexec, StepSetPower, StepSetBootDevice}
-}
-
 // DeployWorkflow writes an OS onto a ready machine by running the deploy
 // profile's plan, step by step, where each runs (plan.go): deploy.image
 // streams the catalog image from the site cache into the disk from the

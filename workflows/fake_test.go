@@ -59,7 +59,7 @@ func newFake(agent string, state nodestate.State) *fake {
 			MACs: []string{"52:54:00:00:00:01"}, Agent: agent},
 		disks: []string{"wwn-0x1", "wwn-0x2"},
 		profile: kinds.Profile{ID: "os", Version: 1, Role: "host", Steps: []kinds.ProfileStep{
-			{Use: wf.StepDeployImage, With: map[string]any{"image": "img_1"}}, {Use: wf.StepBootKexec}}},
+			{Use: kinds.DeployImage, With: map[string]any{"image": "img_1"}}, {Use: kinds.BootKexec}}},
 		verified: kinds.WipeAttestation{Mode: "quick", Disks: []string{"wwn-0x1", "wwn-0x2"}, Bytes: 2 << 20,
 			Signer: "ramdisk/node_1 serial 1f", Verified: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)},
 		fail:   map[string]error{},

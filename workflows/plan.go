@@ -34,17 +34,18 @@ func legacyPlan(ps []kinds.ProfileStep) (sdk.Plan, error) {
 		p := sdk.PlannedStep{Index: i, Use: s.Use, With: sdk.Values{}, Timeout: steps.BMCTimeout}
 		maps.Copy(p.With, s.With)
 		switch s.Use {
-		case StepDeployImage:
+		case kinds.DeployImage:
 			p.RunsOn, p.Needs, p.Image, p.Timeout = sdk.Ramdisk, []sdk.Need{sdk.NeedsRamdisk}, "image", steps.DeployTimeout
 			if str(s.With, "format") == "" {
 				p.With["format"] = "raw"
 			}
-		case StepBootKexec:
+		case kinds.BootKexec:
 			p.RunsOn = sdk.Ramdisk
-		case StepSetPower, StepSetBootDevice:
+		case kinds.PowerSetPower, kinds.ManagementSetBootDevice:
 			p.RunsOn = sdk.Site
 		default:
-			return sdk.Plan{}, errs.New(errs.Unsupported, "step %q (steps[%d]) is not a built-in step (%v)", s.Use, i, BuiltinSteps())
+			return sdk.Plan{}, errs.New(errs.Unsupported, "step %q (steps[%d]) is not a built-in step (%s, %s, %s, %s)", s.Use, i,
+				kinds.DeployImage, kinds.BootKexec, kinds.PowerSetPower, kinds.ManagementSetBootDevice)
 		}
 		plan.Steps = append(plan.Steps, p)
 	}
@@ -85,7 +86,7 @@ func (d *deployer) step(s sdk.PlannedStep) error {
 	} else {
 		err = run()
 	}
-	if s.Use == StepBootKexec { // the ramdisk is gone: the machine runs its OS
+	if s.Use == kinds.BootKexec { // the ramdisk is gone: the machine runs its OS
 		d.ramdiskUp = false
 	}
 	return err
@@ -124,7 +125,7 @@ func (d *deployer) inputs(s sdk.PlannedStep) (sdk.Values, error) {
 // late): neither the data nor the token enters a command or the history.
 func (d *deployer) userData(s sdk.PlannedStep, in sdk.Values) error {
 	ref := in.String("userDataRef")
-	if s.Use != StepDeployImage || ref == "" ||
+	if s.Use != kinds.DeployImage || ref == "" ||
 		workflow.GetVersion(d.ctx, "render-user-data", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil // a run from before passed the reference through
 	}
@@ -167,11 +168,11 @@ func (d *deployer) run1(s sdk.PlannedStep, in sdk.Values) (sdk.Values, error) {
 	var out sdk.Values
 	switch s.RunsOn {
 	case sdk.Ramdisk:
-		if s.Use == StepBootKexec { // the machine boots its disk from now on
+		if s.Use == kinds.BootKexec { // the machine boots its disk from now on
 			if err := d.bootLocal(); err != nil {
 				return nil, err
 			}
-			in = sdk.Values{"disk": d.from[StepDeployImage].String("disk")}
+			in = sdk.Values{"disk": d.from[kinds.DeployImage].String("disk")}
 		}
 		_, err := d.ramdisk(s.Use, s.Timeout, in, &out)
 		return out, err

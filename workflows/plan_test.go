@@ -73,8 +73,8 @@ func TestDeployRunsPluginSteps(t *testing.T) {
 		kinds.ProfileStep{Use: "acme.render", With: map[string]any{"name": "seed"}},
 		kinds.ProfileStep{Use: kinds.MediaInsert, With: map[string]any{"fromStep": "acme.render"}},
 		kinds.ProfileStep{Use: "acme.wait"},
-		kinds.ProfileStep{Use: wf.StepDeployImage, With: map[string]any{"image": "img_1"}},
-		kinds.ProfileStep{Use: wf.StepBootKexec})
+		kinds.ProfileStep{Use: kinds.DeployImage, With: map[string]any{"image": "img_1"}},
+		kinds.ProfileStep{Use: kinds.BootKexec})
 	res, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1})
 	if err != nil || res.State != nodestate.Deployed {
 		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)

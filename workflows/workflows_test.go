@@ -186,7 +186,7 @@ func TestVerbOutcomes(t *testing.T) {
 			wantCalls: []string{kinds.ActGetNode, kinds.ActGetProfile}},
 		{name: "boot.kexec before deploy.image", agent: "bcd", state: nodestate.Ready, verb: wf.Deploy,
 			in:       wf.Input{ProfileID: "os", ProfileVersion: 1},
-			edit:     func(f *fake) { f.profile.Steps = []kinds.ProfileStep{{Use: wf.StepBootKexec}} },
+			edit:     func(f *fake) { f.profile.Steps = []kinds.ProfileStep{{Use: kinds.BootKexec}} },
 			wantKind: errs.InvalidInput, wantMsg: "needs a deploy.image before it", wantState: nodestate.Ready,
 			wantCalls: []string{kinds.ActGetNode, kinds.ActGetProfile}},
 		{name: "a verb from a state that does not allow it", agent: "bcd", state: nodestate.Ready, verb: wf.Undeploy,
