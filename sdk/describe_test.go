@@ -13,7 +13,7 @@ import (
 // step without its Run and Checks, its int default an int64 again.
 func TestDescriptorRoundTrip(t *testing.T) {
 	t.Parallel()
-	s := Step{ID: "acme.mount", RunsOn: Site, Relays: []string{"site.httpProxy"}, Timeout: 90 * time.Second, RetrySafe: true,
+	s := Step{ID: "acme.mount", RunsOn: Site, Relays: []string{"site"}, Sends: []string{"site.httpProxy"}, Timeout: 90 * time.Second, RetrySafe: true,
 		Outputs: []string{"url"}, Needs: []Need{NeedsVirtualMedia}, After: []string{"acme.render"}, Doc: "mounts",
 		Input: Manifest{
 			{Name: "url", Type: String, Required: true, FromStep: true},

@@ -80,11 +80,12 @@ type Step struct {
 	// as autoinstall.renderIso.
 	ID     string
 	RunsOn RunsOn
-	// Relays are the command kinds Run relays through the site (such as
-	// site.httpProxy); the workflow's scope includes them.
+	// Relays names where Run relays its commands through (the spec's
+	// relays: ['site']): a control-plane step never talks to a machine
+	// directly.
 	Relays []string
-	// Sends are the hosts Run sends to, beyond the node itself, for the
-	// operator to see in render.
+	// Sends are the command kinds Run sends (such as site.httpProxy): the
+	// workflow's batch scope includes them (the spec's sends).
 	Sends []string
 	// Timeout bounds the step, NotReady retries included.
 	Timeout time.Duration
