@@ -27,10 +27,10 @@ type published struct {
 }
 
 // publishedSteps reads what the control-plane workers and the agents of
-// the tenant's (and the operator's) sites published, and builds the
-// registry its profiles are resolved against.
+// the tenant's own sites (where its nodes are, never another tenant's)
+// published, and builds the registry its profiles are resolved against.
 func (s *Server) publishedSteps(ctx context.Context, tenant string) (published, error) {
-	rows, err := s.store.PublishedSteps(ctx, []string{tenant, RootTenant})
+	rows, err := s.store.PublishedSteps(ctx, []string{tenant})
 	if err != nil {
 		return published{}, err
 	}

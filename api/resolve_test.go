@@ -383,3 +383,19 @@ func TestPublicProfileResolvesAgainstTheCallersSites(t *testing.T) {
 		t.Errorf("root renders acme's public profile = %d %v, want INVALID_INPUT naming profile.steps[1].use", code, out)
 	}
 }
+
+// TestProfilesResolveAgainstTheTenantsOwnSites: a tenant's nodes run only
+// at its own sites, so a step only another tenant's site (here the
+// operator's) announced is unknown to it: acme's create is refused.
+func TestProfilesResolveAgainstTheTenantsOwnSites(t *testing.T) {
+	t.Parallel()
+	a := newAgentsEnv(t)
+	if err := a.announceSteps(t, a.site, nil, acmeMount); err != nil {
+		t.Fatalf("Announce(root's site) = %v", err)
+	}
+	mount := `{"profile":{"id":"mount","version":1,"target":"metal","role":"host","steps":[{"use":"acme.mount","with":{"url":"http://cache.example/a.iso"}}]}}`
+	if code, out := a.call(a.acme, profCreate, mount); kindOf(out) != "INVALID_INPUT" || field(out) != "profile.steps[0].use" {
+		t.Errorf("acme creates a profile using a step only root's site serves = %d %v, want INVALID_INPUT naming profile.steps[0].use", code, out)
+	}
+	a.ok(a.root, profCreate, mount)
+}
