@@ -124,7 +124,9 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		err = a.join(ctx)
 	case err == nil:
-		err = a.load()
+		if err = a.load(); err == nil {
+			a.removeToken()
+		}
 	default:
 		err = errs.Wrap(errs.Internal, err, "cannot read the data dir %s", cfg.DataDir)
 	}
@@ -205,11 +207,21 @@ func (a *Agent) join(ctx context.Context) error {
 	if err := a.save(); err != nil {
 		return err
 	}
-	if err := os.Remove(a.cfg.TokenFile); err != nil {
-		a.log.Warn("joined, but cannot remove the used token file; remove it by hand (it admits nothing any more)", "file", a.cfg.TokenFile, "err", err)
-	}
+	a.removeToken()
 	a.log.Info("joined as an installed machine", "node", a.Identity, "site", a.SiteID)
 	return nil
+}
+
+// removeToken removes the token file once the data dir holds a join: after
+// this join, or at a later start when an agent died before removing it (a
+// token beside a join is used, or would never be).
+func (a *Agent) removeToken() {
+	if a.cfg.TokenFile == "" {
+		return
+	}
+	if err := os.Remove(a.cfg.TokenFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		a.log.Warn("joined, but cannot remove the token file; remove it by hand (it admits nothing any more)", "file", a.cfg.TokenFile, "err", err)
+	}
 }
 
 // readToken reads the single-use token; its error never holds it.

@@ -276,3 +276,26 @@ func TestJoinThroughTheSite(t *testing.T) {
 		t.Errorf("the provisioned token appears in the logs")
 	}
 }
+
+// A token file left beside a complete join (the agent died between saving
+// its certificate and removing the file) is removed at the next start,
+// which keeps the stored join.
+func TestRestartRemovesLeftoverToken(t *testing.T) {
+	w := newWorld(t)
+	token, file := w.issue(t)
+	dataDir := filepath.Join(t.TempDir(), "node")
+	a, err := nodeagent.Start(t.Context(), w.config(dataDir, file))
+	if err != nil {
+		t.Fatalf("Start(first) = %v", err)
+	}
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil { // as if never removed
+		t.Fatal(err)
+	}
+	b, err := nodeagent.Start(t.Context(), w.config(dataDir, file))
+	if err != nil || b.Certificate().SerialNumber.Cmp(a.Certificate().SerialNumber) != 0 {
+		t.Fatalf("Start(restart beside a token file) = %v, want the stored certificate", err)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("the token file after the restart: stat = %v, want it removed", err)
+	}
+}
