@@ -21,6 +21,11 @@ func TestSecretNeverInClear(t *testing.T) {
 	}
 	out.Write(b)
 	fmt.Fprintf(&out, "%v %+v %#v %s", tok, tok, tok, tok.Token)
+	// Verbs a string does not take print the value as a bad verb's
+	// operand, without String: %!d(sdk.Secret=…).
+	// (%p prints any non-pointer in clear before any method: vet refuses it.)
+	bad := "%d %t %x %08b %c %U %e" // a variable: vet refuses these verbs in a constant
+	fmt.Fprintf(&out, bad, tok, tok.Token, tok.Token, tok.Token, tok.Token, tok.Token, tok)
 	if strings.Contains(out.String(), plain) || !strings.Contains(string(b), redacted) {
 		t.Errorf("a Secret came out in clear or not redacted: %s", out.String())
 	}
