@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,18 +45,19 @@ func TestForwardedNodeRenewal(t *testing.T) {
 		hc   string
 		body []byte
 		want int
+		says string
 	}{
-		{"no certificate", "", nodePEM, 401},
-		{"another site's node", siteB.ID, nodePEM, 401},
-		{"a site certificate", a.site, sitePEM, 403},
-		{"not a certificate", a.site, []byte("x"), 400},
+		{"no certificate", "", nodePEM, 401, ""},
+		{"another site's node", siteB.ID, nodePEM, 401, "recorded for site " + a.site + ", not " + siteB.ID},
+		{"a site certificate", a.site, sitePEM, 403, ""},
+		{"not a certificate", a.site, []byte("x"), 400, ""},
 	} {
 		hc := a.client(t, nil, nil)
 		if tc.hc != "" {
 			hc = a.siteClient(t, tc.hc)
 		}
-		if resp, b := httpDo(t, hc, "POST", url, string(tc.body)); resp.StatusCode != tc.want {
-			t.Errorf("POST %s (%s) = %s %s, want %d", api.NodeRenewPath, tc.name, resp.Status, b, tc.want)
+		if resp, b := httpDo(t, hc, "POST", url, string(tc.body)); resp.StatusCode != tc.want || !strings.Contains(string(b), tc.says) {
+			t.Errorf("POST %s (%s) = %s %s, want %d saying %q", api.NodeRenewPath, tc.name, resp.Status, b, tc.want, tc.says)
 		}
 	}
 	resp, b := httpDo(t, a.siteClient(t, a.site), "POST", url, string(nodePEM))

@@ -54,8 +54,12 @@ func (s join) renew(ctx context.Context, cert *x509.Certificate, serveHosts []st
 	if err != nil {
 		return nil, err
 	}
-	if role == pki.RoleSite && site != identity || viaSite != "" && site != viaSite {
-		return nil, errs.New(errs.Unauthenticated, "the certificate %s was recorded for site %s, not %s", serial, site, identity+viaSite)
+	claimed := identity // a site's certificate names its site; a forwarded node's, the site that forwards it
+	if viaSite != "" {
+		claimed = viaSite
+	}
+	if (role == pki.RoleSite || viaSite != "") && site != claimed {
+		return nil, errs.New(errs.Unauthenticated, "the certificate %s was recorded for site %s, not %s", serial, site, claimed)
 	}
 	pub := pki.PublicKeyOf(cert)
 	pubPEM, err := pki.MarshalPublicKey(pub)
