@@ -211,7 +211,7 @@ func (r *Registry) Resolve(steps []provision.Step, t *Target) (Plan, []Problem) 
 		}
 		seen[s.ID] = true
 		plan.Steps = append(plan.Steps, PlannedStep{Index: i, Use: s.ID, RunsOn: s.RunsOn, Timeout: s.Timeout,
-			RetrySafe: s.RetrySafe, Needs: s.Needs, Relays: s.Relays, Sends: s.Sends, With: vals, FromStep: from,
+			RetrySafe: s.RetrySafe, Needs: s.needs(), Relays: s.Relays, Sends: s.Sends, With: vals, FromStep: from,
 			FromFields: fromFields, Image: s.imageField()})
 	}
 	if len(out) > 0 {
@@ -253,9 +253,18 @@ func (r *Registry) checkFrom(f string, s Step, from string, read []string, seen 
 	return out
 }
 
+// needs are the step's Needs, with the ramdisk for a step that runs on it
+// whether its Needs say so or not.
+func (s Step) needs() []Need {
+	if s.RunsOn == Ramdisk && !slices.Contains(s.Needs, NeedsRamdisk) {
+		return append(slices.Clone(s.Needs), NeedsRamdisk)
+	}
+	return s.Needs
+}
+
 func (s Step) checkTarget(f string, t *Target) []Problem {
 	var out []Problem
-	for _, n := range s.Needs {
+	for _, n := range s.needs() {
 		switch {
 		case n == NeedsRamdisk && t.Agent == "none":
 			out = append(out, Problem{f + ".use", fmt.Sprintf("%s needs the ramdisk, and the node's pool runs no agent (agent: none)", s.ID)})

@@ -97,7 +97,8 @@ type Step struct {
 	// Outputs names the fields Run returns, which a later step may read
 	// with fromStep.
 	Outputs []string
-	// Needs are what the node must offer (NeedsRamdisk, NeedsVirtualMedia).
+	// Needs are what the node must offer (NeedsRamdisk, NeedsVirtualMedia);
+	// a step that runs on the ramdisk needs it without saying so.
 	Needs []Need
 	// After names steps that must come earlier in the profile (boot.kexec
 	// after deploy.image).
