@@ -141,8 +141,9 @@ func (s profiles) owned(ctx context.Context, tenant, id string, version int32) (
 
 // notRunning is INVALID_STATE when a running workflow deploys version of
 // owner's profile id (any version when 0): the owner's by node, another
-// tenant's (running it while it is public) only counted. A workflow of a
-// tenant with its own profile of that id runs that one.
+// tenant's (started while it was public, even if it is private now) only
+// counted. A workflow of a tenant with its own profile of that id runs
+// that one.
 func (s profiles) notRunning(ctx context.Context, owner, id string, version int) error {
 	query := fmt.Sprintf("ProfileId = %s AND ExecutionStatus = 'Running'", quoteQuery(id))
 	if version > 0 {
@@ -163,10 +164,14 @@ func (s profiles) notRunning(ctx context.Context, owner, id string, version int)
 				mine = append(mine, fmt.Sprintf("%s (%s)", w.NodeId, w.WorkflowId))
 				continue
 			}
-			if p, err := s.store.GetProfile(ctx, w.TenantId, id, int(w.ProfileVersion)); err == nil && p.TenantID == owner {
-				others++
-			} else if !errs.Is(err, errs.NotFound) && err != nil {
+			// It runs owner's profile unless its tenant has one of that id
+			// (its own shadows it); whatever owner's visibility is now.
+			p, err := s.store.GetProfile(ctx, w.TenantId, id, 0)
+			if err != nil && !errs.Is(err, errs.NotFound) {
 				return err
+			}
+			if err != nil || p.TenantID != w.TenantId {
+				others++
 			}
 		}
 		if token = resp.NextPageToken; len(token) == 0 {

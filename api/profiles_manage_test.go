@@ -240,3 +240,38 @@ func acmeNode(t *testing.T, s *store.Store) string {
 	}
 	return n.ID
 }
+
+// TestDeleteRefusedWhileAnotherTenantRunsIt: a profile made private again
+// while another tenant's deploy of it runs is still in use: delete is
+// refused; a workflow of a tenant with its own profile of that id runs its
+// own and does not count.
+func TestDeleteRefusedWhileAnotherTenantRunsIt(t *testing.T) {
+	t.Parallel()
+	s := testpg.New(t)
+	ctx := context.Background()
+	if err := s.EnsureTenant(ctx, api.RootTenant); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "other"} {
+		if err := s.CreateTenant(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var query string
+	tc := &running{query: &query, started: new([]string)}
+	srv := httptest.NewServer(api.New(api.Config{Store: s, Temporal: tc}).Handler())
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, store: s, root: token(t, s, api.RootTenant), acme: token(t, s, "acme")}
+	cycle := `{"profile":{"id":"cycle","version":1,"target":"metal","role":"host","visibility":"%s","steps":[{"use":"power.setPower","with":{"action":"cycle"}}]}}`
+	e.ok(e.root, profCreate, fmt.Sprintf(cycle, "public"))
+	e.ok(token(t, s, "other"), profCreate, fmt.Sprintf(cycle, "private"))
+	e.ok(e.root, profUpdate, `{"id":"cycle","visibility":"private"}`) // acme's deploy of it still runs
+	tc.list = []*workflowpb.WorkflowExecutionInfo{deployRun(t, "acme", "node_acme", "cycle")}
+	if code, out := e.call(e.root, profDelete, `{"id":"cycle"}`); kindOf(out) != "INVALID_STATE" || !strings.Contains(fmt.Sprint(out["message"]), "1 of other tenants") {
+		t.Errorf("profiles.delete while acme runs it, now private = %d %v, want INVALID_STATE counting acme's workflow", code, out)
+	}
+	tc.list = []*workflowpb.WorkflowExecutionInfo{deployRun(t, "other", "node_other", "cycle")}
+	if d := e.ok(e.root, profDelete, `{"id":"cycle"}`); fmt.Sprint(d["versions"]) != "[1]" {
+		t.Errorf("profiles.delete while other runs its own cycle = %v, want versions [1]", d)
+	}
+}
