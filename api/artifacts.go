@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
@@ -45,17 +47,17 @@ func (s artifacts) register(mux *http.ServeMux) {
 func (s artifacts) fetch(w http.ResponseWriter, r *http.Request) {
 	site, err := s.a.sitePeer(r.Context(), "fetches artifacts")
 	if err != nil {
-		writeHTTPError(w, err)
+		s.writeHTTPError(w, r, err)
 		return
 	}
 	id := r.PathValue("id")
 	if !store.ValidArtifactID(id) {
-		writeHTTPError(w, errs.New(errs.NotFound, "no artifact %q", id))
+		s.writeHTTPError(w, r, errs.New(errs.NotFound, "no artifact %q", id))
 		return
 	}
 	a, data, err := s.store.SiteArtifact(r.Context(), site, id, s.now())
 	if err != nil {
-		writeHTTPError(w, err)
+		s.writeHTTPError(w, r, err)
 		return
 	}
 	h := w.Header()
@@ -73,28 +75,28 @@ func (s artifacts) fetch(w http.ResponseWriter, r *http.Request) {
 func (s artifacts) setBase(w http.ResponseWriter, r *http.Request) {
 	site, err := s.a.sitePeer(r.Context(), "says where it serves artifacts")
 	if err != nil {
-		writeHTTPError(w, err)
+		s.writeHTTPError(w, r, err)
 		return
 	}
 	var in struct {
 		URL string `json:"url"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&in); err != nil {
-		writeHTTPError(w, errs.Invalid("url", "the body is JSON {\"url\": \"http://host:port\"}"))
+		s.writeHTTPError(w, r, errs.Invalid("url", "the body is JSON {\"url\": \"http://host:port\"}"))
 		return
 	}
 	hosts, err := s.store.SiteServeHosts(r.Context(), site)
 	if err != nil {
-		writeHTTPError(w, err)
+		s.writeHTTPError(w, r, err)
 		return
 	}
 	base, err := artifactsBase(in.URL, hosts)
 	if err != nil {
-		writeHTTPError(w, err)
+		s.writeHTTPError(w, r, err)
 		return
 	}
 	if err := s.store.SetArtifactsURL(r.Context(), site, base); err != nil {
-		writeHTTPError(w, err)
+		s.writeHTTPError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -114,10 +116,14 @@ func artifactsBase(raw string, declared []string) (string, error) {
 	return "http://" + net.JoinHostPort(host, u.Port()), nil
 }
 
-// writeHTTPError answers err as JSON {"kind", "error"} with its status.
-func writeHTTPError(w http.ResponseWriter, err error) {
+// writeHTTPError answers err as JSON {"kind", "error"} with its status. The
+// message is the one a Connect caller gets (toConnect): an INTERNAL error
+// is logged with a request id and answered with only that id, never its
+// cause (a query, a secret).
+func (s *Server) writeHTTPError(w http.ResponseWriter, r *http.Request, err error) {
+	kind := errs.KindOf(err)
 	status := http.StatusInternalServerError
-	switch errs.KindOf(err) {
+	switch kind {
 	case errs.NotFound:
 		status = http.StatusNotFound
 	case errs.InvalidInput:
@@ -131,12 +137,12 @@ func writeHTTPError(w http.ResponseWriter, err error) {
 	case errs.Unavailable:
 		status = http.StatusServiceUnavailable
 	}
-	msg := "internal error; see the control plane's log"
-	var e *errs.Error
-	if errors.As(err, &e) {
-		msg = err.Error()
+	var msg string
+	var ce *connect.Error
+	if errors.As(toConnect(r.Context(), s.log, r.Method+" "+r.URL.Path, err), &ce) {
+		msg = ce.Message()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"kind": string(errs.KindOf(err)), "error": msg})
+	_ = json.NewEncoder(w).Encode(map[string]string{"kind": string(kind), "error": msg})
 }

@@ -23,27 +23,27 @@ func (s join) registerNodeRenew(mux *http.ServeMux) {
 func (s join) forwardedRenew(w http.ResponseWriter, r *http.Request) {
 	site, err := s.a.sitePeer(r.Context(), "forwards node renewals")
 	if err != nil {
-		writeHTTPError(w, err)
+		s.writeHTTPError(w, r, err)
 		return
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
 	if err != nil {
-		writeHTTPError(w, errs.Invalid("body", "the body is the node's certificate in PEM (at most 64 KiB)"))
+		s.writeHTTPError(w, r, errs.Invalid("body", "the body is the node's certificate in PEM (at most 64 KiB)"))
 		return
 	}
 	cert, err := pki.ParseCert(b)
 	if err != nil {
-		writeHTTPError(w, errs.Invalid("body", "the body is not a certificate in PEM"))
+		s.writeHTTPError(w, r, errs.Invalid("body", "the body is not a certificate in PEM"))
 		return
 	}
 	out, err := s.renew(r.Context(), cert, nil, site)
 	if err != nil {
-		writeHTTPError(w, err)
+		s.writeHTTPError(w, r, err)
 		return
 	}
 	body, err := protojson.Marshal(out)
 	if err != nil {
-		writeHTTPError(w, errs.Wrap(errs.Internal, err, "cannot encode the renewal"))
+		s.writeHTTPError(w, r, errs.Wrap(errs.Internal, err, "cannot encode the renewal"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
