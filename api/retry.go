@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
 	"github.com/better-compute/better-compute/sdk"
+	"github.com/better-compute/better-compute/steps"
 	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
 )
@@ -202,8 +203,13 @@ func checkRetryable(d *workflowservice.DescribeWorkflowExecutionResponse) error 
 	return nil // failed, cancelled (metal.abort), terminated or timed out
 }
 
-// stuck: a pending activity whose last attempt failed and is being retried.
+// stuck: a pending activity whose last attempt failed and is being
+// retried. A step that said NotReady (wait.agentJoined polling) is
+// retried too, but it is waiting as it should: not stuck.
 func stuck(pa *workflowpb.PendingActivityInfo) bool {
+	if pa.GetLastFailure().GetApplicationFailureInfo().GetType() == steps.NotReadyType {
+		return false
+	}
 	return pa.GetAttempt() > 1 || pa.GetLastFailure() != nil
 }
 

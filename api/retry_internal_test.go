@@ -100,6 +100,9 @@ func TestCheckRetryable(t *testing.T) {
 		{"running, nothing pending", describe(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING), errs.InvalidState},
 		{"stuck: its step retrying", describe(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, &workflowpb.PendingActivityInfo{Attempt: 1},
 			&workflowpb.PendingActivityInfo{Attempt: 4, LastFailure: &failurepb.Failure{Message: "x"}}), ""},
+		{"running, its step waiting (NotReady)", describe(enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, &workflowpb.PendingActivityInfo{Attempt: 9,
+			LastFailure: &failurepb.Failure{Message: "wait.agentJoined: not ready", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{
+				ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: steps.NotReadyType}}}}), errs.InvalidState},
 		{"completed", describe(enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED), errs.InvalidState},
 		{"failed", describe(enumspb.WORKFLOW_EXECUTION_STATUS_FAILED), ""},
 		{"aborted", describe(enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED), ""},
