@@ -26,7 +26,7 @@ func (s profiles) Create(ctx context.Context, req *connect.Request[v1.CreateProf
 		return nil, errs.Invalid("profile", "the profile document is missing")
 	}
 	doc := profileIn(req.Msg.Profile)
-	_, problems, err := s.resolveProfile(ctx, t, doc, nil)
+	_, problems, err := s.resolveFor(ctx, t, t, doc, nil)
 	if err != nil {
 		return nil, err
 	}

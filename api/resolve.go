@@ -67,19 +67,15 @@ func (s *Server) publishedSteps(ctx context.Context, tenant string) (published, 
 	return p, nil
 }
 
-// resolveProfile resolves a tenant's profile against the steps the running
+// resolveFor resolves owner's profile as tenant runs it (owner is tenant
+// but for another tenant's public profile) against the steps the running
 // workers serve: its shape, its steps (sdk.Registry.Resolve: unknown
 // steps, bad inputs, fromStep, and with a target what the node cannot
-// do), the workers that serve each step, and the catalog images it names.
-// Every problem is returned, each naming its field (steps[i].use…); with
-// none, the plan (what profiles render shows).
-func (s *Server) resolveProfile(ctx context.Context, tenant string, doc provision.Profile, t *sdk.Target) (sdk.Plan, []provision.Problem, error) {
-	return s.resolveFor(ctx, tenant, tenant, doc, t)
-}
-
-// resolveFor is resolveProfile of owner's profile run by tenant: the steps
-// are tenant's (its sites run them), the images and user data the
-// profile names are owner's (another tenant's public profile).
+// do), the workers of tenant's sites that serve each step, and the
+// catalog images and user data it names, which are owner's. Every problem
+// is returned, each naming its field (steps[i].use…); with none, the plan
+// (what profiles render shows). Create, validate, render and the deploy
+// check all resolve here.
 func (s *Server) resolveFor(ctx context.Context, tenant, owner string, doc provision.Profile, t *sdk.Target) (sdk.Plan, []provision.Problem, error) {
 	out := doc.Validate()
 	if len(out) > 0 {
