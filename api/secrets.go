@@ -87,9 +87,11 @@ func secretOut(tenant string, x store.Secret) *v1.Secret {
 		CreatedAt: timestamppb.New(x.CreatedAt), UpdatedAt: timestamppb.New(x.UpdatedAt)}
 }
 
-// secretValues reads a value as BMC credentials: a JSON object of strings
-// with a username, or username:password (one trailing newline ignored, as a
-// file written by echo has). The value never appears in an error.
+// secretValues reads a value: BMC credentials (a JSON object of strings
+// with a username and password, or username:password, one trailing newline
+// ignored, as a file written by echo has), or a JSON object holding a
+// userData template (deploy.image's userDataRef). The value never appears
+// in an error.
 func secretValues(raw []byte) (map[string]string, error) {
 	if len(raw) == 0 || len(raw) > maxSecretBytes {
 		return nil, errs.Invalid("value", "a secret's value is 1 byte to %d KiB, got %d bytes", maxSecretBytes>>10, len(raw))
