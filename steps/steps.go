@@ -36,8 +36,12 @@ func Builtins() sdk.Plugin {
 	return sdk.Plugin{ID: PluginID, Steps: list}
 }
 
-// Registry is the registry of a worker running the built-ins and plugins.
+// Registry is the registry of a worker running the built-ins and plugins;
+// a plugin step may not take a Reserved id.
 func Registry(plugins ...sdk.Plugin) (*sdk.Registry, error) {
+	if err := checkReserved(plugins); err != nil {
+		return nil, err
+	}
 	return sdk.NewRegistry(append([]sdk.Plugin{Builtins()}, plugins...)...)
 }
 
