@@ -39,6 +39,11 @@ func (cp *ControlPlane) startWorker() error {
 		w.Stop()
 		return err
 	}
+	// The plugins' profiles, public in the root tenant: nobody creates them.
+	if err := api.StorePluginProfiles(ctx, cp.store, reg, cp.log); err != nil {
+		w.Stop()
+		return err
+	}
 	cp.worker = w
 	return nil
 }
