@@ -57,7 +57,7 @@ func TestAutoinstallPlugin(t *testing.T) {
 	d := startAPIOnly(t, dataDir, logs)
 	startPluginWorker(t, bin, d, dataDir, logs.file("acme-worker"))
 	ctx := ctxFor(t, time.Duration(2+2*loops)*time.Minute)
-	createAutoinstallProfile(t, ctx, d, bin)
+	awaitAutoinstallProfile(t, ctx, d, bin)
 
 	m := d.Rack.Machines()[0]
 	id, err := d.Enroll(ctx, m)
@@ -152,11 +152,11 @@ func startPluginWorker(t *testing.T, bin string, d *demo.Demo, dataDir string, l
 	})
 }
 
-// createAutoinstallProfile creates the walkthrough's profile, the spec's
-// six steps as the plugin's worker prints it, once the worker serves its
-// step (create refuses it until then), and checks that validate resolves
-// every step.
-func createAutoinstallProfile(t *testing.T, ctx context.Context, d *demo.Demo, bin string) {
+// awaitAutoinstallProfile waits for the walkthrough's profile, which the
+// plugin's worker stores at start (public, in the root tenant), checks it
+// is the spec's six steps as the worker prints it, and that validate
+// resolves every step.
+func awaitAutoinstallProfile(t *testing.T, ctx context.Context, d *demo.Demo, bin string) {
 	t.Helper()
 	step := func(use, on string, with map[string]any) *v1.ProfileStep {
 		if with == nil {
@@ -186,12 +186,17 @@ func createAutoinstallProfile(t *testing.T, ctx context.Context, d *demo.Demo, b
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		_, err := d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: p}))
+		got, err := d.API.Profiles.Get(ctx, connect.NewRequest(&v1.GetProfileRequest{Id: autoinstallProfile, Version: 1}))
 		if err == nil {
+			stored := proto.Clone(got.Msg.Profile).(*v1.Profile)
+			stored.TenantId, stored.CreatedAt, stored.Visibility = "", nil, ""
+			if got.Msg.Profile.Visibility != "public" || !proto.Equal(stored, p) {
+				t.Fatalf("stored profile %s = %v, want the spec's walkthrough profile %v, public", autoinstallProfile, got.Msg.Profile, p)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("profiles.create %s = %v, want it created once the plugin's worker serves its step", autoinstallProfile, err)
+			t.Fatalf("profiles.get %s = %v, want it stored by the plugin's worker at start", autoinstallProfile, err)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
