@@ -75,7 +75,9 @@ func (s metal) Deploy(ctx context.Context, r *connect.Request[v1.DeployRequest])
 	if err := s.canRun(ctx, n, p); err != nil {
 		return nil, err
 	}
-	return s.start(ctx, n, nodestate.Deploy, wf.Input{ProfileID: r.Msg.Profile, ProfileVersion: int(r.Msg.ProfileVersion)})
+	// The workflow runs the profile checked here, not one that shadows it or
+	// is made private before its profile.get.
+	return s.start(ctx, n, nodestate.Deploy, wf.Input{ProfileID: r.Msg.Profile, ProfileVersion: int(r.Msg.ProfileVersion), ProfileTenant: p.TenantID})
 }
 
 // canRun refuses, before the node moves, a stored profile that cannot run

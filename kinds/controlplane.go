@@ -117,6 +117,10 @@ type ImageInput struct {
 type ProfileInput struct {
 	TenantID, ProfileID string
 	Version             int
+	// Owner is the tenant of the profile the deploy checked (another
+	// tenant's public one, or TenantID): profile.get reads that one only.
+	// "" in the histories of runs from before: the profile TenantID reads.
+	Owner string `json:",omitempty"`
 }
 
 // Profile is a deploy profile as the workflow runs it.

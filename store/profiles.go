@@ -85,6 +85,20 @@ func (s *Store) GetProfile(ctx context.Context, tenantID, id string, version int
 	return p, dbError("store.GetProfile", err)
 }
 
+// GetProfileOf returns version of owner's profile id as tenantID may read
+// it (owner is tenantID, or the profile is public), whatever profile of
+// that id tenantID reads now: a deploy runs the profile its check read,
+// not one that shadows it since.
+func (s *Store) GetProfileOf(ctx context.Context, tenantID, owner, id string, version int) (Profile, error) {
+	p, err := scanProfile(s.pool.QueryRow(ctx, "SELECT "+profileColumns+` FROM profiles
+		WHERE tenant_id = $4 AND id = $2 AND version = $3 AND (tenant_id = $1 OR visibility = 'public')`,
+		tenantID, id, version, owner))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Profile{}, profileNotFound(id, version).WithOp("store.GetProfileOf")
+	}
+	return p, dbError("store.GetProfileOf", err)
+}
+
 func profileNotFound(id string, version int) *errs.Error {
 	if version == 0 {
 		return notFound("profile", id)

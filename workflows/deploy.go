@@ -21,7 +21,7 @@ import (
 func DeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	return verb(ctx, in, nodestate.Deploy, func(r *run) (*kinds.WipeAttestation, error) {
 		var p kinds.Profile
-		pin := kinds.ProfileInput{TenantID: in.TenantID, ProfileID: in.ProfileID, Version: in.ProfileVersion}
+		pin := kinds.ProfileInput{TenantID: in.TenantID, ProfileID: in.ProfileID, Version: in.ProfileVersion, Owner: in.ProfileTenant}
 		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetProfile, pin).Get(r.ctx, &p); err != nil {
 			return nil, err
 		}

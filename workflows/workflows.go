@@ -52,6 +52,9 @@ type Input struct {
 	ProfileVersion int    `json:"profileVersion,omitempty"`
 	Wipe           string `json:"wipe,omitempty"`   // undeploy
 	Action         string `json:"action,omitempty"` // power
+	// ProfileTenant owns the profile the deploy checked; profile.get reads
+	// that one. "" in runs started before it.
+	ProfileTenant string `json:"profileTenant,omitempty"`
 }
 
 // Result is what a verb returns.

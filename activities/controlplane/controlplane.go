@@ -133,10 +133,14 @@ func (a *Activities) GetImage(ctx context.Context, in kinds.ImageInput) (kinds.E
 		Compression: img.Compression, Size: img.Size}, nil
 }
 
-// GetProfile reads a deploy profile and resolves it against the step
-// registry (PlanProfile).
+// GetProfile reads a deploy profile (in.Owner's, the one the deploy
+// checked, when set) and resolves it against the step registry
+// (PlanProfile).
 func (a *Activities) GetProfile(ctx context.Context, in kinds.ProfileInput) (kinds.Profile, error) {
 	p, err := a.Store.GetProfile(ctx, in.TenantID, in.ProfileID, in.Version)
+	if in.Owner != "" {
+		p, err = a.Store.GetProfileOf(ctx, in.TenantID, in.Owner, in.ProfileID, in.Version)
+	}
 	if err != nil {
 		return kinds.Profile{}, errs.ToTemporal(err)
 	}
