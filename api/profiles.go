@@ -30,6 +30,9 @@ func (s profiles) Create(ctx context.Context, req *connect.Request[v1.CreateProf
 	if err != nil {
 		return nil, err
 	}
+	if doc.Visibility == store.Public {
+		problems = append(publicUserData(doc.Steps), problems...)
+	}
 	if len(problems) > 0 {
 		return nil, errs.Invalid("profile."+problems[0].Field, "%s", problems[0].Message)
 	}

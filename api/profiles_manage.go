@@ -83,6 +83,11 @@ func (s profiles) Update(ctx context.Context, req *connect.Request[v1.UpdateProf
 	if v := req.Msg.Visibility; v != "private" && v != store.Public {
 		return nil, errs.Invalid("visibility", "visibility must be private or public, got %s", quote(v))
 	}
+	if req.Msg.Visibility == store.Public {
+		if err := s.shareable(ctx, t, req.Msg.Id, int(req.Msg.ProfileVersion)); err != nil {
+			return nil, err
+		}
+	}
 	changed, err := s.store.SetProfileVisibility(ctx, t, req.Msg.Id, int(req.Msg.ProfileVersion), req.Msg.Visibility)
 	if err != nil {
 		return nil, err
@@ -96,6 +101,22 @@ func (s profiles) Update(ctx context.Context, req *connect.Request[v1.UpdateProf
 		out.Items = append(out.Items, o)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// shareable refuses to make public a version of the tenant's profile id
+// (every version when 0) that carries user data (publicUserData).
+func (s profiles) shareable(ctx context.Context, t, id string, version int) error {
+	all, err := s.store.ListProfiles(ctx, t)
+	if err != nil {
+		return err
+	}
+	var mine []store.Profile
+	for _, p := range all {
+		if p.TenantID == t && p.ID == id && (version == 0 || p.Version == version) {
+			mine = append(mine, p)
+		}
+	}
+	return noPublicUserData(mine)
 }
 
 // Delete deletes the tenant's own profile (one version, or every version

@@ -98,7 +98,12 @@ func (s *Server) resolveFor(ctx context.Context, tenant, owner string, doc provi
 	if out = append(out, images...); err != nil {
 		return sdk.Plan{}, out, err
 	}
-	userData, err := s.userDataProblems(ctx, owner, doc.Steps)
+	// Another tenant's public profile stored with user data before
+	// publicUserData refused it: its owner's secret is not rendered for tenant.
+	userData := publicUserData(doc.Steps)
+	if tenant == owner {
+		userData, err = s.userDataProblems(ctx, owner, doc.Steps)
+	}
 	if out = append(out, userData...); err != nil || len(out) > 0 {
 		return sdk.Plan{}, out, err
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/better-compute/better-compute/internal/userdata"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/provision"
+	"github.com/better-compute/better-compute/store"
 )
 
 // userDataProblems checks each deploy.image's userDataRef as the control
@@ -35,6 +37,36 @@ func (s *Server) userDataProblems(ctx context.Context, owner string, steps []pro
 		}
 	}
 	return out, nil
+}
+
+// publicUserData names each deploy.image step that carries a userDataRef,
+// for a profile that is or becomes public: the template is a secret of the
+// owner, which another tenant's deploy would render onto its own machine,
+// so making a profile public must not share it.
+func publicUserData(steps []provision.Step) []provision.Problem {
+	var out []provision.Problem
+	for i, ps := range steps {
+		if ref, _ := ps.With[userdata.Field].(string); ps.Use == kinds.DeployImage && ref != "" {
+			out = append(out, provision.Problem{Field: fmt.Sprintf("steps[%d].with.%s", i, userdata.Field),
+				Message: "a public profile cannot carry a tenant's secret as its user data: keep the profile private or drop the userDataRef"})
+		}
+	}
+	return out
+}
+
+// noPublicUserData is INVALID_INPUT naming the first step publicUserData
+// finds in each stored profile.
+func noPublicUserData(ps []store.Profile) error {
+	for _, p := range ps {
+		var doc provision.Profile
+		if err := json.Unmarshal(p.Document, &doc); err != nil {
+			return fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
+		}
+		if probs := publicUserData(doc.Steps); len(probs) > 0 {
+			return errs.Invalid("profile."+probs[0].Field, "profile %s v%d: %s", p.ID, p.Version, probs[0].Message)
+		}
+	}
+	return nil
 }
 
 func (s *Server) checkUserData(ctx context.Context, field, owner, ref string) error {

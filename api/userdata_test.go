@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/api"
+	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
 	"github.com/better-compute/better-compute/provision"
 	"github.com/better-compute/better-compute/store"
@@ -141,23 +142,63 @@ func TestDeployRefusesUnrenderableUserData(t *testing.T) {
 }
 
 // TestPublicProfileImagesAcrossTenants: acme deploys root's public profile,
-// whose deploy.image names root's catalog image and root's user data, and
-// it starts; acme's own profile naming root's image is still refused (the
-// image is resolved in the owner's catalog only for the profile the owner
-// made public).
+// whose deploy.image names root's catalog image, and it starts; a public
+// profile of root's stored with root's user data (before create and update
+// refused it) is refused to acme, INVALID_INPUT naming its userDataRef,
+// the node unchanged: root's secret is not rendered onto acme's machine.
+// acme's own profile naming root's image is still refused (the image is
+// resolved in the owner's catalog only for the profile the owner made
+// public).
 func TestPublicProfileImagesAcrossTenants(t *testing.T) {
 	t.Parallel()
 	d := newDeployEnv(t)
 	putSecret(t, d.store, "root", "ud", `{"userData":"#cloud-config\nhostname: {{hostname}}\n"}`)
 	img := d.image(t, d.root)
-	d.profile(t, "root", "pub", "public", provision.Step{Use: "deploy.image", With: map[string]any{"image": img, "userDataRef": "secret://root/ud"}},
+	d.profile(t, "root", "pub", "public", provision.Step{Use: "deploy.image", With: map[string]any{"image": img}},
+		provision.Step{Use: "boot.kexec"})
+	d.profile(t, "root", "pubud", "public", provision.Step{Use: "deploy.image", With: map[string]any{"image": img, "userDataRef": "secret://root/ud"}},
 		provision.Step{Use: "boot.kexec"})
 	d.profile(t, "acme", "mine", "private", provision.Step{Use: "deploy.image", With: map[string]any{"image": img}})
 	node := d.readyNode(t, "acme")
 	if started, kind, f, msg := d.deploy(t, d.acme, node, "pub"); !started {
 		t.Errorf("acme deploys root's public profile naming root's image = %s %s %q, want it started", kind, f, msg)
 	}
+	n0, _ := d.store.GetNode(context.Background(), "acme", node)
+	if started, kind, f, _ := d.deploy(t, d.acme, node, "pubud"); started || kind != "INVALID_INPUT" || f != "profile.steps[0].with.userDataRef" {
+		t.Errorf("acme deploys root's public profile with root's user data = started %v, %s %s; want INVALID_INPUT profile.steps[0].with.userDataRef", started, kind, f)
+	}
+	if n1, _ := d.store.GetNode(context.Background(), "acme", node); n1.State != n0.State || !n1.UpdatedAt.Equal(n0.UpdatedAt) {
+		t.Errorf("node after the refused deploy = %s, want %s unchanged", n1.State, n0.State)
+	}
 	if started, kind, f, _ := d.deploy(t, d.acme, node, "mine"); started || kind != "INVALID_INPUT" || f != "profile.steps[0].with.image" {
 		t.Errorf("acme deploys its own profile naming root's image = started %v, %s %s; want INVALID_INPUT profile.steps[0].with.image", started, kind, f)
+	}
+}
+
+// TestPublicProfileRefusesUserData: profiles create of a public profile
+// with a userDataRef, and update --visibility public of a profile with
+// one (every version, or that version), are INVALID_INPUT naming
+// profile.steps[i].with.userDataRef, nothing written.
+func TestPublicProfileRefusesUserData(t *testing.T) {
+	t.Parallel()
+	d := newDeployEnv(t)
+	putSecret(t, d.store, "root", "ud", `{"userData":"#cloud-config\nhostname: {{hostname}}\n"}`)
+	img := d.image(t, d.root)
+	doc := `{"profile":{"id":"shared","version":1,"target":"metal","role":"host","visibility":"public","steps":[` +
+		`{"use":"power.setPower","with":{"action":"cycle"}},{"use":"deploy.image","with":{"image":"` + img + `","userDataRef":"secret://root/ud"}}]}}`
+	if code, out := d.call(d.root, profCreate, doc); kindOf(out) != "INVALID_INPUT" || field(out) != "profile.steps[1].with.userDataRef" {
+		t.Errorf("profiles.create public with user data = %d %v, want INVALID_INPUT profile.steps[1].with.userDataRef", code, out)
+	}
+	if _, err := d.store.GetProfile(context.Background(), "root", "shared", 0); !errs.Is(err, errs.NotFound) {
+		t.Errorf("GetProfile(root, shared) after the refused create = %v, want NOT_FOUND", err)
+	}
+	d.profile(t, "root", "ud", "private", provision.Step{Use: "deploy.image", With: map[string]any{"image": img, "userDataRef": "secret://root/ud"}})
+	for _, body := range []string{`{"id":"ud","visibility":"public"}`, `{"id":"ud","profileVersion":1,"visibility":"public"}`} {
+		if code, out := d.call(d.root, profUpdate, body); kindOf(out) != "INVALID_INPUT" || field(out) != "profile.steps[0].with.userDataRef" {
+			t.Errorf("profiles.update %s = %d %v, want INVALID_INPUT profile.steps[0].with.userDataRef", body, code, out)
+		}
+	}
+	if p, err := d.store.GetProfile(context.Background(), "root", "ud", 1); err != nil || p.Visibility != "private" {
+		t.Errorf("GetProfile(root, ud) after the refused update = %q, %v; want it private", p.Visibility, err)
 	}
 }
