@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/siteagent/internal/fakecp"
@@ -255,5 +257,55 @@ func TestRelayReclaimsFromADeadBoot(t *testing.T) {
 	}
 	if o := <-done; o.err != nil || !cmp.Equal(o.res, res) {
 		t.Errorf("relay activity = %+v, %v; want %+v", o.res, o.err, res)
+	}
+}
+
+// TestRelayFailsCommandOfARestartedRamdisk: a ramdisk that dies mid-command
+// makes its machine PXE-boot again, fetch the same iPXE script and so the
+// same discovery token, which the dead ramdisk spent: its join will be
+// refused. The pending command fails at once with BOOT_STALLED saying so,
+// not after the stall bound, so the workflow boots it again with a fresh
+// token.
+func TestRelayFailsCommandOfARestartedRamdisk(t *testing.T) {
+	t.Parallel()
+	cp := fakecp.Start(t)
+	cfg := testConfig(t, cp)
+	cfg.BootStall = time.Hour // only the restart may end the command
+	a := startAgent(t, cfg)
+	env := activityEnv(a, nil)
+	const mac = "52:54:00:aa:00:21"
+	if err := a.boot.SetEntry(kinds.BootEntry{NodeID: nodeA, MACs: []string{mac}, Ramdisk: true, DiscoveryToken: "bcdisc_spent"}); err != nil {
+		t.Fatal(err)
+	}
+	fetchScript := func() {
+		if status, _ := call(t, http.DefaultClient, http.MethodGet, a.BootURL()+"/ipxe?mac=52-54-00-AA-00-21", nil); status != 200 {
+			t.Fatalf("GET /ipxe = %d, want 200", status)
+		}
+	}
+	fetchScript()
+	dead := ramdiskClient(t, cp, pki.RoleRamdisk, nodeA)
+	cmd := kinds.Command{ID: "cmd_wipe1", NodeID: nodeA, Kind: kinds.DiskWipe, Payload: json.RawMessage(`{"mode":"quick"}`)}
+	done := runRelay(env, cmd)
+	if status, got := nextCommand(t, dead, a, "5s"); status != http.StatusOK || got.ID != cmd.ID {
+		t.Fatalf("the ramdisk's next = %d %+v, want the command", status, got)
+	}
+	select {
+	case o := <-done:
+		t.Fatalf("relay activity ended while its ramdisk runs it: %+v, %v", o.res, o.err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	start := time.Now()
+	fetchScript() // the ramdisk died; the machine booted from the network again
+	select {
+	case o := <-done:
+		if errs.FromTemporal(o.err) != errs.BootStalled || !strings.Contains(o.err.Error(), "restarted while running") ||
+			!strings.Contains(o.err.Error(), "token is spent") || !strings.Contains(o.err.Error(), kinds.DiskWipe) {
+			t.Errorf("relay activity = %v, want BOOT_STALLED naming %s, the restart and the spent token", o.err, kinds.DiskWipe)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("the command failed %v after the restart, want within seconds", took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("relay activity still waits 15s after its ramdisk restarted with a spent token")
 	}
 }

@@ -36,8 +36,9 @@ type BootTable interface {
 	ClearEntry(nodeID string) error
 	// Stalled returns BOOT_STALLED, naming where the node's ramdisk boot
 	// stopped and what to check, when that boot has shown no progress for
-	// longer than after; nil while it progresses, once its ramdisk joined,
-	// or when the agent follows no boot of the node.
+	// longer than after, or at once when its ramdisk restarted (the machine
+	// PXE-booted again after it joined, its token spent); nil while it
+	// progresses, once its ramdisk joined, or when no boot is followed.
 	Stalled(nodeID string, after time.Duration) error
 	// Progress describes where the node's ramdisk boot is until its
 	// ramdisk reached the relay; "" after, or when no boot is followed.

@@ -114,7 +114,8 @@ func (t *Table) Progress(nodeID string) string {
 // Stalled says whether the node's ramdisk boot has shown no new milestone
 // for longer than after, and if so returns BOOT_STALLED naming the last
 // milestone it reached and what to check. A boot whose ramdisk joined, or
-// one the agent does not follow, never stalls here.
+// one the agent does not follow, never stalls here; one whose machine
+// PXE-booted again after its ramdisk joined stalls at once (restarted).
 func (t *Table) Stalled(nodeID string, after time.Duration) error {
 	ms := t.Trail(nodeID)
 	if len(ms) == 0 {
@@ -124,6 +125,9 @@ func (t *Table) Stalled(nodeID string, after time.Duration) error {
 	if last.Name == MilestoneJoined {
 		return nil
 	}
+	if err := restarted(nodeID, ms); err != nil {
+		return err
+	}
 	// A refused kernel or initramfs is not fetched better by waiting.
 	quiet := t.now().Sub(last.At)
 	if quiet <= after && !failedFetch(last) {
@@ -131,6 +135,28 @@ func (t *Table) Stalled(nodeID string, after time.Duration) error {
 	}
 	return errs.New(errs.BootStalled, "the ramdisk boot of %s stopped at %q%s, %s ago: %s", nodeID, last.Name,
 		detailOf(last), quiet.Round(time.Second), hint(last, t.macsOf(nodeID)))
+}
+
+// restarted is BOOT_STALLED, at once, when the machine fetched its iPXE
+// script (or the ramdisk's kernel) again after its ramdisk joined: the
+// ramdisk died and the machine PXE-booted again, with the same script and
+// so the same single-use discovery token, which the dead ramdisk spent. Its
+// join will be refused; waiting for it is waiting forever.
+func restarted(nodeID string, ms []Milestone) error {
+	joined := -1
+	for i, m := range ms {
+		if m.Name == MilestoneJoined {
+			joined = i
+		}
+	}
+	for _, m := range ms[joined+1:] {
+		if joined >= 0 && (m.Name == MilestoneScript || m.Name == MilestoneKernel || m.Name == MilestoneInitrd) {
+			return errs.New(errs.BootStalled, "the ramdisk of %s restarted while running a command (the machine "+
+				"fetched its %s again after the ramdisk joined) and this boot's single-use token is spent, so the new "+
+				"ramdisk cannot join; boot the ramdisk again with a fresh token", nodeID, m.Name)
+		}
+	}
+	return nil
 }
 
 func failedFetch(m Milestone) bool {
