@@ -21,6 +21,7 @@ import (
 )
 
 func main() {
+	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := bccli.Run(ctx, app(os.Stdout, os.Stderr), os.Args, os.Stderr)
 	stop()
