@@ -83,6 +83,10 @@ func (d *deployer) step(s sdk.PlannedStep) error {
 	if needs(s, sdk.NeedsRamdisk) && !d.ramdiskUp {
 		err = d.withRamdisk(run)
 		d.ramdiskUp = err == nil
+	} else if s.RunsOn == sdk.Ramdisk && d.ramdiskUp && s.Use != kinds.BootKexec {
+		// boot.kexec is not resent: it points the machine at its disk first,
+		// which a fresh ramdisk boot must not race.
+		err = d.onRamdisk(run)
 	} else {
 		err = run()
 	}

@@ -77,8 +77,11 @@ const maxBoots = 3
 // kernel, no join within its bound) is set up and power-cycled again, up to
 // maxBoots boots; then the verb fails with where the last boot stopped and
 // what to check.
-func (r *run) withRamdisk(first func() error) error {
-	for boot := 1; ; boot++ {
+func (r *run) withRamdisk(first func() error) error { return r.bootFrom(1, first) }
+
+// bootFrom is withRamdisk counting boots from boot.
+func (r *run) bootFrom(boot int, first func() error) error {
+	for ; ; boot++ {
 		if err := r.bootRamdisk(); err != nil {
 			return err
 		}
@@ -91,6 +94,28 @@ func (r *run) withRamdisk(first func() error) error {
 		}
 		workflow.GetLogger(r.ctx).Warn("ramdisk boot stalled; booting it again", "node", r.in.NodeID, "boot", boot, "err", err)
 	}
+}
+
+// ramdiskRestart is the workflow.GetVersion change id of booting the
+// ramdisk again for a later command that failed BOOT_STALLED: histories
+// from before failed the verb there.
+const ramdiskRestart = "ramdisk-restart-boots-again"
+
+// onRamdisk runs cmd, a command to the ramdisk already up. BOOT_STALLED
+// (its ramdisk restarted mid-command: the machine PXE-booted again with
+// this boot's spent single-use token, so the new ramdisk cannot join)
+// boots the ramdisk again with a fresh token and resends cmd, up to
+// maxBoots boots. A resend is a new step with a new command id, so no
+// ramdisk boot is handed one command twice; cmd must be safe to run again
+// on a fresh boot (deploy.image, disk.wipe).
+func (r *run) onRamdisk(cmd func() error) error {
+	err := cmd()
+	if kindOf(err) != errs.BootStalled ||
+		workflow.GetVersion(r.ctx, ramdiskRestart, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return err
+	}
+	workflow.GetLogger(r.ctx).Warn("ramdisk restarted or stalled mid-command; booting it again", "node", r.in.NodeID, "err", err)
+	return r.bootFrom(2, cmd)
 }
 
 // appMessage is what the application error in err (an activity's failure)
@@ -177,7 +202,11 @@ func (r *run) refreshInventory() error {
 func (r *run) wipe(mode, fallback string) (*kinds.WipeAttestation, error) {
 	nonce := r.info.WorkflowExecution.ID + "/" + r.info.WorkflowExecution.RunID
 	in := kinds.WipeInput{Mode: mode, Fallback: fallback, WorkflowID: r.info.WorkflowExecution.ID, Nonce: nonce}
-	res, err := r.ramdisk(kinds.DiskWipe, wipeTimeout, in, nil)
+	var res kinds.Result
+	err := r.onRamdisk(func() (err error) {
+		res, err = r.ramdisk(kinds.DiskWipe, wipeTimeout, in, nil)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,82 @@
+package workflows_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/nodestate"
+	wf "github.com/better-compute/better-compute/workflows"
+)
+
+// restarted is what the site says of a command whose ramdisk restarted
+// with its boot's token spent.
+var restarted = errs.New(errs.BootStalled, "the ramdisk of node_1 restarted while running a command; boot it again with a fresh token")
+
+// commandIDs are the ids of every kind command sent, failed ones included.
+func commandIDs(f *fake, kind string) []string {
+	var ids []string
+	for _, in := range f.inputs[kind] {
+		ids = append(ids, in.(kinds.Command).ID)
+	}
+	return ids
+}
+
+// TestUndeployBootsAgainWhenTheRamdiskRestartsMidWipe: a ramdisk that dies
+// mid-wipe (its machine PXE-booted again with the spent token: BOOT_STALLED
+// from the site) is booted again with a fresh token and the wipe resent as a
+// new command; the release ends ready with one attested wipe.
+func TestUndeployBootsAgainWhenTheRamdiskRestartsMidWipe(t *testing.T) {
+	f := newFake("bcd", nodestate.Deployed)
+	f.fail[kinds.DiskWipe] = restarted
+	f.failTimes = map[string]int{kinds.DiskWipe: 1}
+	res, err := run(t, f, wf.Undeploy, wf.Input{Wipe: "quick"})
+	if err != nil || res.State != nodestate.Ready || res.Attestation == nil {
+		t.Fatalf("Undeploy = %+v, %v; want ready with an attestation", res, err)
+	}
+	boot := []string{kinds.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower}
+	want := append([]string{kinds.ActGetNode, kinds.ActTransition, kinds.BootClearEntry}, boot...)
+	want = append(append(append(want, kinds.InventoryRefresh, kinds.ActRecordFacts, kinds.DiskWipe), boot...),
+		kinds.DiskWipe, kinds.ActVerifyWipe, kinds.PowerSetPower, kinds.BootClearEntry, kinds.ActRecordDeployment, kinds.ActTransition)
+	if diff := cmp.Diff(want, f.calls); diff != "" {
+		t.Errorf("Undeploy activities (-want +got):\n%s", diff)
+	}
+	if ids := commandIDs(f, kinds.DiskWipe); len(ids) != 2 || ids[0] == ids[1] {
+		t.Errorf("disk.wipe command ids = %v, want two, the resend a new one", ids)
+	}
+	if tokens := f.inputs[kinds.ActIssueDiscovery]; len(tokens) != 2 {
+		t.Errorf("discovery tokens issued = %d, want 2 (a fresh one for the second boot)", len(tokens))
+	}
+}
+
+// TestDeployBootsAgainWhenTheRamdiskRestartsMidDeploy: a ramdisk command
+// after the first of its boot (here a second deploy.image) failing
+// BOOT_STALLED boots the ramdisk again and resends it; the deploy ends
+// deployed.
+func TestDeployBootsAgainWhenTheRamdiskRestartsMidDeploy(t *testing.T) {
+	f := newFake("bcd", nodestate.Ready)
+	f.profile.Steps = []kinds.ProfileStep{{Use: kinds.DeployImage, With: map[string]any{"image": "img_1"}},
+		{Use: kinds.DeployImage, With: map[string]any{"image": "img_1"}}, {Use: kinds.BootKexec}}
+	fails := 0
+	f.hooks[kinds.DeployImage] = func(any) { // hit reads fail before the hook: the second call fails, once
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if fails++; fails == 1 {
+			f.fail[kinds.DeployImage] = restarted
+		} else {
+			delete(f.fail, kinds.DeployImage)
+		}
+	}
+	res, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1})
+	if err != nil || res.State != nodestate.Deployed {
+		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)
+	}
+	if n := len(f.inputs[kinds.ActIssueDiscovery]); n != 2 {
+		t.Errorf("ramdisk boots = %d, want 2", n)
+	}
+	if ids := commandIDs(f, kinds.DeployImage); len(ids) != 3 || ids[1] == ids[2] {
+		t.Errorf("deploy.image command ids = %v, want three, the resend a new one", ids)
+	}
+}
