@@ -15,7 +15,9 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"google.golang.org/protobuf/encoding/protojson"
 
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
@@ -307,5 +309,43 @@ func TestRelayFailsCommandOfARestartedRamdisk(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("relay activity still waits 15s after its ramdisk restarted with a spent token")
+	}
+}
+
+// TestRelayFailsCommandOfASpentTokenJoin: a ramdisk whose join the control
+// plane refuses (its boot's single-use token already spent: an earlier join
+// of that boot whose answer was lost) never joins; the command waiting for
+// it fails at once with BOOT_STALLED saying so, not after the stall bound.
+func TestRelayFailsCommandOfASpentTokenJoin(t *testing.T) {
+	t.Parallel()
+	cp := fakecp.Start(t)
+	cfg := testConfig(t, cp)
+	cfg.BootStall = time.Hour // only the refusal may end the command
+	a := startAgent(t, cfg)
+	env := activityEnv(a, nil)
+	if err := a.boot.SetEntry(kinds.BootEntry{NodeID: nodeA, MACs: []string{"52:54:00:aa:00:22"}, Ramdisk: true,
+		DiscoveryToken: "bcdisc_spent"}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := kinds.Command{ID: "cmd_image2", NodeID: nodeA, Kind: kinds.DeployImage, Payload: json.RawMessage(`{"imageId":"img_1"}`)}
+	done := runRelay(env, cmd)
+	key, _, _ := pki.NewEd25519Key()
+	pub, _ := pki.MarshalPublicKey(key.Public())
+	body, _ := protojson.Marshal(&v1.JoinRequest{Token: "bcdisc_spent", Role: "ramdisk", PublicKeyPem: pub})
+	start := time.Now()
+	if status, out := call(t, ramdiskClient(t, cp, "", ""), http.MethodPost, a.RelayURL()+"/v1/join", body); status != http.StatusUnauthorized {
+		t.Fatalf("POST /v1/join with a spent token = %d %s, want 401", status, out)
+	}
+	select {
+	case o := <-done:
+		if errs.FromTemporal(o.err) != errs.BootStalled || !strings.Contains(o.err.Error(), "refused its join") ||
+			!strings.Contains(o.err.Error(), "token is spent") || strings.Contains(o.err.Error(), "bcdisc_spent") {
+			t.Errorf("relay activity = %v, want BOOT_STALLED naming the refused join and the spent token, not the token", o.err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("the command failed %v after the refused join, want within seconds", took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("relay activity still waits 15s after its ramdisk's join was refused")
 	}
 }

@@ -289,7 +289,8 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	a.cp = cp
 	joined := func(node string) { a.boot.Mark(node, boot.MilestoneJoined, "") }
 	if a.relay, err = relay.New(relay.Config{TrustDomain: id.trustDomain, Join: joinProxy(cp, a.cfg.ControlPlaneURL),
-		Renew: renewProxy(cp, a.cfg.ControlPlaneURL), Seen: joined, Logger: a.log, Tracer: a.cfg.Tracer}); err != nil {
+		Renew: renewProxy(cp, a.cfg.ControlPlaneURL), Seen: joined, JoinRefused: a.boot.JoinRefused, Logger: a.log,
+		Tracer: a.cfg.Tracer}); err != nil {
 		return err
 	}
 	a.attempts = site.NewAttemptsClient(cp, a.cfg.ControlPlaneURL)

@@ -19,6 +19,10 @@ const (
 	MilestoneKernel = "kernel" // it fetched the ramdisk kernel (Detail: the HTTP status)
 	MilestoneInitrd = "initrd" // it fetched the initramfs (Detail: the HTTP status)
 	MilestoneJoined = "joined" // its ramdisk asked the relay for commands
+	// MilestoneRefused: the control plane refused its ramdisk's join
+	// (Detail: why), UNAUTHENTICATED: its single-use token is spent (an
+	// earlier ramdisk of this boot joined), so this boot never joins.
+	MilestoneRefused = "refused"
 )
 
 // Milestone is one step a boot was seen to reach.
@@ -128,6 +132,10 @@ func (t *Table) Stalled(nodeID string, after time.Duration) error {
 	if err := restarted(nodeID, ms); err != nil {
 		return err
 	}
+	if last.Name == MilestoneRefused {
+		return errs.New(errs.BootStalled, "the ramdisk of %s cannot join: the control plane refused its join (%s); "+
+			"this boot's single-use token is spent; boot the ramdisk again with a fresh token", nodeID, last.Detail)
+	}
 	// A refused kernel or initramfs is not fetched better by waiting.
 	quiet := t.now().Sub(last.At)
 	if quiet <= after && !failedFetch(last) {
@@ -208,4 +216,23 @@ func (t *Table) followLocked(nodeID string, e *kinds.BootEntry) {
 		return
 	}
 	t.trails.set(nodeID, []Milestone{{Name: MilestoneArmed, At: t.now().UTC()}})
+}
+
+// JoinRefused marks the boot whose ramdisk entry carries token as refused
+// (see MilestoneRefused); a token no entry carries is not this table's.
+func (t *Table) JoinRefused(token string, err error) {
+	if token == "" {
+		return
+	}
+	t.mu.Lock()
+	var node string
+	for id, e := range t.entries {
+		if e.Ramdisk && e.DiscoveryToken == token {
+			node = id
+		}
+	}
+	t.mu.Unlock()
+	if node != "" {
+		t.Mark(node, MilestoneRefused, err.Error())
+	}
 }

@@ -145,6 +145,9 @@ func (r *Relay) serveJoin(w http.ResponseWriter, req *http.Request) {
 	resp, err := r.cfg.Join(req.Context(), &jr)
 	if err != nil {
 		r.log.Warn("ramdisk join refused", "err", err)
+		if r.cfg.JoinRefused != nil && errs.KindOf(err) == errs.Unauthenticated && jr.GetRole() == string(pki.RoleRamdisk) {
+			r.cfg.JoinRefused(jr.GetToken(), err)
+		}
 		writeError(w, err)
 		return
 	}

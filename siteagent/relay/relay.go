@@ -44,8 +44,12 @@ type Config struct {
 	MaxWait time.Duration
 	// Seen, if set, learns each time a node's ramdisk (its certificate
 	// verified) talks to the relay: its boot reached the relay.
-	Seen   func(nodeID string)
-	Logger *slog.Logger
+	Seen func(nodeID string)
+	// JoinRefused, if set, learns each ramdisk join the control plane
+	// refused as UNAUTHENTICATED (its token spent, expired or unknown), with
+	// the token, so the boot that carried it can be failed at once.
+	JoinRefused func(token string, err error)
+	Logger      *slog.Logger
 	// Tracer records each command from its hand-out to its result, a child
 	// of the waiting activity's span (see trace.go); nil for none.
 	Tracer trace.TracerProvider
