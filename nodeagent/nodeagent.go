@@ -90,7 +90,7 @@ type Agent struct {
 
 // Run starts the agent and renews its certificate until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	a, err := Start(ctx, cfg)
+	a, err := startRetrying(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -106,6 +106,28 @@ func Run(ctx context.Context, cfg Config) error {
 			return nil
 		case <-t.C:
 		}
+	}
+}
+
+// startRetrying starts the agent, trying again while the control plane
+// (or the site) cannot be reached: an installed machine may boot before
+// its network or the control plane is up, and its token is still unused.
+func startRetrying(ctx context.Context, cfg Config) (*Agent, error) {
+	wait := time.Second
+	for {
+		a, err := Start(ctx, cfg)
+		if !errs.Is(err, errs.Unavailable) {
+			return a, err
+		}
+		if cfg.Logger != nil {
+			cfg.Logger.Warn("cannot reach the control plane to start; retrying", "err", err, "in", wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
 	}
 }
 

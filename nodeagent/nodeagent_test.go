@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -298,4 +299,70 @@ func TestRestartRemovesLeftoverToken(t *testing.T) {
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Errorf("the token file after the restart: stat = %v, want it removed", err)
 	}
+}
+
+// Run keeps trying to join while the control plane cannot be reached (an
+// installed machine may boot before its network or the control plane is
+// up), and joins once it can.
+func TestRunRetriesUnreachableJoin(t *testing.T) {
+	w := newWorld(t)
+	_, file := w.issue(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there yet
+	cfg := w.config(filepath.Join(t.TempDir(), "node"), file)
+	cfg.ControlPlaneURL = "https://" + addr
+	ctx, cancel := context.WithCancel(t.Context())
+	var runErr error
+	done := make(chan struct{})
+	go func() { defer close(done); runErr = nodeagent.Run(ctx, cfg) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatalf("Run with the control plane unreachable = %v, want it to keep trying", runErr)
+	default:
+	}
+	proxyTo(t, addr, strings.TrimPrefix(w.url, "https://")) // the control plane comes up
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, nodeagent.NodeFile)); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no join 20 s after the control plane came up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// proxyTo forwards TCP connections on addr to target until the test ends.
+func proxyTo(t *testing.T, addr, target string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c) }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
 }
