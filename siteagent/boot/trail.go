@@ -20,8 +20,9 @@ const (
 	MilestoneInitrd = "initrd" // it fetched the initramfs (Detail: the HTTP status)
 	MilestoneJoined = "joined" // its ramdisk asked the relay for commands
 	// MilestoneRefused: the control plane refused its ramdisk's join
-	// (Detail: why), UNAUTHENTICATED: its single-use token is spent (an
-	// earlier ramdisk of this boot joined), so this boot never joins.
+	// (Detail: why; UNAUTHENTICATED when its single-use token is spent by
+	// an earlier join of this boot) and a ramdisk does not retry a refusal,
+	// so this boot never joins.
 	MilestoneRefused = "refused"
 )
 
@@ -133,8 +134,9 @@ func (t *Table) Stalled(nodeID string, after time.Duration) error {
 		return err
 	}
 	if last.Name == MilestoneRefused {
-		return errs.New(errs.BootStalled, "the ramdisk of %s cannot join: the control plane refused its join (%s); "+
-			"this boot's single-use token is spent; boot the ramdisk again with a fresh token", nodeID, last.Detail)
+		return errs.New(errs.BootStalled, "the ramdisk of %s cannot join: the control plane refused its join (%s), "+
+			"which a ramdisk does not retry, and this boot's single-use token is spent or unusable; boot the ramdisk "+
+			"again with a fresh token", nodeID, last.Detail)
 	}
 	// A refused kernel or initramfs is not fetched better by waiting.
 	quiet := t.now().Sub(last.At)

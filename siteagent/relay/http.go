@@ -145,7 +145,7 @@ func (r *Relay) serveJoin(w http.ResponseWriter, req *http.Request) {
 	resp, err := r.cfg.Join(req.Context(), &jr)
 	if err != nil {
 		r.log.Warn("ramdisk join refused", "err", err)
-		if r.cfg.JoinRefused != nil && errs.KindOf(err) == errs.Unauthenticated && jr.GetRole() == string(pki.RoleRamdisk) {
+		if r.cfg.JoinRefused != nil && errs.KindOf(err) != errs.Unavailable && jr.GetRole() == string(pki.RoleRamdisk) {
 			r.cfg.JoinRefused(jr.GetToken(), err)
 		}
 		writeError(w, err)

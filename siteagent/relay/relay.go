@@ -46,8 +46,9 @@ type Config struct {
 	// verified) talks to the relay: its boot reached the relay.
 	Seen func(nodeID string)
 	// JoinRefused, if set, learns each ramdisk join the control plane
-	// refused as UNAUTHENTICATED (its token spent, expired or unknown), with
-	// the token, so the boot that carried it can be failed at once.
+	// refused (any kind but UNAVAILABLE, which a ramdisk retries; it gives up
+	// on the others: a token spent, expired or unknown, an internal error),
+	// with the token, so the boot that carried it can be failed at once.
 	JoinRefused func(token string, err error)
 	Logger      *slog.Logger
 	// Tracer records each command from its hand-out to its result, a child
