@@ -30,6 +30,7 @@ import (
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/emulate"
+	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/nodestate"
 	"github.com/better-compute/better-compute/store/pgcluster"
 	wf "github.com/better-compute/better-compute/workflows"
@@ -663,17 +664,17 @@ func commandViolations(ctx context.Context, conn *pgx.Conn, flows map[string][]*
 			status[w.RunId] = w.Status
 		}
 	}
-	rows, err := conn.Query(ctx, `SELECT run_id, step, kind, attempt, status, count(*) OVER (PARTITION BY workflow_id, run_id, step) FROM commands`)
+	rows, err := conn.Query(ctx, `SELECT run_id, step, kind, attempt, status, error_kind, count(*) OVER (PARTITION BY workflow_id, run_id, step) FROM commands`)
 	if err != nil {
 		return []string{err.Error()}
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var run, step, kind, st string
+		var run, step, kind, st, errKind string
 		var attempt int32
 		var n int64
-		if err := rows.Scan(&run, &step, &kind, &attempt, &st, &n); err != nil {
+		if err := rows.Scan(&run, &step, &kind, &attempt, &st, &errKind, &n); err != nil {
 			return []string{err.Error()}
 		}
 		ws, known := status[run]
@@ -682,6 +683,8 @@ func commandViolations(ctx context.Context, conn *pgx.Conn, flows map[string][]*
 			out = append(out, fmt.Sprintf("run %s step %s recorded %d times", run, step, n))
 		case !known:
 			out = append(out, fmt.Sprintf("command %s %s of run %s, which Temporal does not have", step, kind, run))
+		case ws == "completed" && st == "failed" && errKind == string(errs.BootStalled) && attempt >= 1:
+			// its ramdisk stalled or restarted: the run booted it again and resent the command
 		case ws == "completed" && (st != "succeeded" || attempt < 1):
 			out = append(out, fmt.Sprintf("command %s %s of completed run %s is %s in attempt %d", step, kind, run, st, attempt))
 		}
