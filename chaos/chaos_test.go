@@ -152,3 +152,23 @@ func TestDriverSeedReplays(t *testing.T) {
 		}
 	}
 }
+
+// TestDriverPatience: a fault that finds nothing to hit tries again every
+// Poll within Patience, and a late hit counts as a hit, not a miss.
+func TestDriverPatience(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tries := 0
+	d := &Driver{Seed: 7, Patience: time.Second, Poll: 10 * time.Millisecond, Log: t.Logf,
+		Faults: []Fault{{Name: "ramdisk", Inject: func(*rand.Rand) (string, error) {
+			if tries++; tries < 3 {
+				return "", nil
+			}
+			cancel()
+			return "ramdisk-1", nil
+		}}}}
+	d.Run(ctx)
+	if tries != 3 || d.Counts()["ramdisk"] != 1 || d.Misses()["ramdisk"] != 0 {
+		t.Errorf("tries %d, counts %v, misses %v; want 3 tries, one hit, no miss", tries, d.Counts(), d.Misses())
+	}
+}

@@ -56,11 +56,15 @@ type Driver struct {
 	// Every is the range of the pause between faults; Down the range of
 	// how long a killed process stays dead (or a network fault lasts).
 	Every, Down [2]time.Duration
-	Log         func(format string, args ...any)
+	// Patience is how long a fault that found nothing to hit (no ramdisk
+	// running just then) keeps trying, every Poll, before the driver moves
+	// on to the next kind; 0 tries once.
+	Patience, Poll time.Duration
+	Log            func(format string, args ...any)
 
 	mu     sync.Mutex
 	counts map[string]int // per fault name: injections that hit something
-	misses map[string]int // injections that found nothing to hit
+	misses map[string]int // injections that found nothing to hit in their Patience
 	errs   []string
 }
 
@@ -84,22 +88,39 @@ func (d *Driver) Run(ctx context.Context) {
 			return
 		case <-time.After(pause):
 		}
-		d.inject(f, rng, down)
+		d.inject(ctx, f, rng, down)
 	}
 }
 
-// inject does one fault: inject, wait the downtime, restart.
-func (d *Driver) inject(f Fault, rng *rand.Rand, down time.Duration) {
-	hit, err := f.Inject(rng)
-	switch {
-	case err != nil:
-		d.fail("%s: %v", f.Name, err)
-		return
-	case hit == "":
-		d.mu.Lock()
-		d.misses[f.Name]++
-		d.mu.Unlock()
-		return
+// inject does one fault: inject (again every Poll for up to Patience
+// while it finds nothing to hit), wait the downtime, restart. The fault's
+// own randomness comes from one draw of rng, so how many tries it took
+// does not change the faults after it.
+func (d *Driver) inject(ctx context.Context, f Fault, rng *rand.Rand, down time.Duration) {
+	frng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+	giveUp := time.Now().Add(d.Patience)
+	var hit string
+	for {
+		var err error
+		if hit, err = f.Inject(frng); err != nil {
+			d.fail("%s: %v", f.Name, err)
+			return
+		}
+		if hit != "" {
+			break
+		}
+		poll := max(d.Poll, 10*time.Millisecond)
+		if time.Now().Add(poll).After(giveUp) {
+			d.mu.Lock()
+			d.misses[f.Name]++
+			d.mu.Unlock()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(poll):
+		}
 	}
 	d.mu.Lock()
 	d.counts[f.Name]++

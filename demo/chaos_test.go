@@ -65,7 +65,10 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: everything up after %s", time.Since(began).Round(100*time.Millisecond))
 
 	d := &chaos.Driver{Seed: seed, Faults: e.faults(), Every: [2]time.Duration{time.Second, 4 * time.Second},
-		Down: [2]time.Duration{200 * time.Millisecond, 3 * time.Second}, Log: func(f string, a ...any) { t.Logf(f, a...) }}
+		Down: [2]time.Duration{200 * time.Millisecond, 3 * time.Second},
+		// A ramdisk runs only while a machine inspects, wipes or deploys:
+		// the ramdisk kill waits up to 20 s for one rather than missing.
+		Patience: 20 * time.Second, Poll: 250 * time.Millisecond, Log: func(f string, a ...any) { t.Logf(f, a...) }}
 	dctx, stop := context.WithCancel(ctx)
 	driven := make(chan struct{})
 	go func() { defer close(driven); d.Run(dctx) }()
