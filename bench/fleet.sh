@@ -9,6 +9,8 @@
 #   ITERS=3 bench/fleet.sh [SIZES]   (default SIZES 1,5,20; ITERS loops per size)
 #   ITERS=1 bench/fleet.sh 200,1000  (the large fleets: about 5 and 30 minutes a loop on 2 cores)
 #   TRACE=1 bench/fleet.sh 20        (tracing on: every span exported over OTLP/HTTP to an in-process receiver)
+#   CLUSTER=1,20 bench/fleet.sh 1,20 (also on a Temporal cluster on PostgreSQL, deploy/cluster/Procfile's processes,
+#                                     at these sizes, each one of SIZES: loops/s against the embedded default's)
 #
 # About two minutes on 2 cores with the defaults. Needs the Postgres binaries
 # the control plane's embedded default uses.
@@ -22,7 +24,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 (cd "$repo" && go test -tags fakehw -run '^$' -bench '^BenchmarkFleet$' -benchtime "${iters}x" -timeout "${TIMEOUT:-4h}" \
-	./demo -args -fleet="$sizes" ${TRACE:+-fleet-trace}) | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2
+	./demo -args -fleet="$sizes" ${TRACE:+-fleet-trace} ${CLUSTER:+-fleet-cluster="$CLUSTER"}) | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2
 
 # A result line is: name iterations ns/op then value unit pairs.
 awk '
@@ -32,12 +34,13 @@ awk '
 	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
 }
 END {
-	printf "%4s | %8s %8s %9s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s | %6s %6s %9s\n", "N", "loops/s", "bare", "ours/bare",
-		"acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "in-acts", "bare", "RSS", "pg", "cpu s", "bare", "ours/bare"
+	printf "%4s | %8s %8s %9s | %8s %7s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s | %6s %6s %9s\n", "N", "loops/s", "bare", "ours/bare",
+		"cluster", "cl/ours", "acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "in-acts", "bare", "RSS", "pg", "cpu s", "bare", "ours/bare"
 	for (i = 1; i <= count; i++) {
 		n = order[i]
-		printf "%4s | %8.3f %8.3f %9.2f | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f | %6.2f %6.2f %9.2f\n", n,
-			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["bare", n, "ours/bare"],
+		cl = (("cluster", n, "loops/s") in v) ? sprintf("%8.3f %7.2f", v["cluster", n, "loops/s"], v["cluster", n, "cluster/ours"]) : sprintf("%8s %7s", "-", "-")
+		printf "%4s | %8.3f %8.3f %9.2f | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f | %6.2f %6.2f %9.2f\n", n,
+			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["bare", n, "ours/bare"], cl,
 			v["ours", n, "acts/s"], v["bare", n, "acts/s"], v["ours", n, "acts/loop"], v["ours", n, "local/loop"],
 			v["ours", n, "s-wall/loop"], v["ours", n, "s-p50/loop"], v["ours", n, "s-p99/loop"],
 			v["ours", n, "s-in-acts/loop"], v["bare", n, "s-wall/loop"],
@@ -57,5 +60,30 @@ END {
 	print "cpu s    CPU seconds of the test process a loop (user + system; Postgres not counted): less noisy than"
 	print "         wall time on a shared machine; bare'"'"'s process also holds our idle control plane"
 	print "ours/bare  our time per loop over bare Temporal'"'"'s at the same N: 1.00 is no overhead"
+	print "cluster  the same loop through deploy/cluster/Procfile'"'"'s processes (Temporal frontend, history, matching x2,"
+	print "         its worker service, 4 history shards, on PostgreSQL; serve --only api x2, --only worker x2); cl/ours:"
+	print "         its time per loop over the embedded default'"'"'s above, in the same run (1.00: as fast)"
+	clustered = 0
+	for (i = 1; i <= count; i++) if (("cluster", order[i], "loops/s") in v) clustered++
+	if (!clustered) exit
+	print ""
+	printf "%4s | %8s %7s | %7s %7s %7s %7s | %6s | %8s %7s %8s %7s %6s %6s %6s %6s | %7s\n", "N", "cluster", "cl/ours",
+		"wall s", "p50", "p99", "in-acts", "cpu s", "frontend", "history", "matching", "tworker", "api", "worker", "pg", "bench", "pg-xact"
+	for (i = 1; i <= count; i++) {
+		n = order[i]
+		if (!(("cluster", n, "loops/s") in v)) continue
+		printf "%4s | %8.3f %7.2f | %7.2f %7.2f %7.2f %7.2f | %6.2f | %8.2f %7.2f %8.2f %7.2f %6.2f %6.2f %6.2f %6.2f | %7.0f\n", n,
+			v["cluster", n, "loops/s"], v["cluster", n, "cluster/ours"],
+			v["cluster", n, "s-wall/loop"], v["cluster", n, "s-p50/loop"], v["cluster", n, "s-p99/loop"], v["cluster", n, "s-in-acts/loop"],
+			v["cluster", n, "cpu-s/loop"], v["cluster", n, "cpu-s-frontend/loop"], v["cluster", n, "cpu-s-history/loop"],
+			v["cluster", n, "cpu-s-matching/loop"], v["cluster", n, "cpu-s-tworker/loop"], v["cluster", n, "cpu-s-api/loop"],
+			v["cluster", n, "cpu-s-worker/loop"], v["cluster", n, "cpu-s-pg/loop"], v["cluster", n, "cpu-s-bench/loop"], v["cluster", n, "pg-xacts/loop"]
+	}
+	print ""
+	print "cpu s    CPU seconds a loop of every process of the cluster run, and by kind: Temporal'"'"'s frontend, history,"
+	print "         matching (both of each) and worker service (tworker), serve'"'"'s api and worker (both of each), PostgreSQL"
+	print "         (Temporal'"'"'s persistence and visibility, the control plane'"'"'s database), and the bench process (site agent,"
+	print "         emulated rack, image server, API and Temporal clients)"
+	print "pg-xact  PostgreSQL transactions a loop, every database"
 }' "$out"
 grep -q '^ok' "$out"

@@ -42,6 +42,8 @@ import (
 
 var fleetFlag = flag.String("fleet", "1,5,20", "BenchmarkFleet: the fleet sizes to run, comma-separated")
 
+var fleetCluster = flag.String("fleet-cluster", "", "BenchmarkFleet: the fleet sizes (each one of -fleet's) to run on a Temporal cluster too, comma-separated")
+
 var fleetTrace = flag.Bool("fleet-trace", false, "BenchmarkFleet: trace every process, exported over OTLP/HTTP to an in-process receiver")
 
 // BenchmarkFleet takes N emulated machines through one loop at once on the
@@ -65,6 +67,11 @@ var fleetTrace = flag.Bool("fleet-trace", false, "BenchmarkFleet: trace every pr
 //	                heartbeat where ours have a heartbeat timeout). The bare
 //	                run checks that its histories show the same steps and
 //	                options as ours.
+//	Fleet/cluster/N=n  with -fleet-cluster naming n: ours's loop through
+//	                the control plane on a Temporal cluster on PostgreSQL,
+//	                deploy/cluster/Procfile's processes (benchCluster), after
+//	                the embedded demo has stopped; cluster/ours is its time
+//	                per loop over ours's.
 //
 // Metrics: loops/s (machine loops per second), acts/s (activities, local
 // and regular, per second), acts/loop and local/loop, s-wall/loop (a
@@ -82,11 +89,16 @@ func BenchmarkFleet(b *testing.B) {
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.DiscardHandler))
 	b.Cleanup(func() { slog.SetDefault(prev) })
-	for _, n := range fleetSizes(b) {
+	sizes := fleetSizes(b)
+	clustered := clusterSizes(b, sizes)
+	for _, n := range sizes {
 		f := &fleet{n: n, dir: b.TempDir()} // the parent's: a sub-benchmark's goes when it ends
 		b.Run(fmt.Sprintf("ours/N=%d", n), f.benchOurs)
 		b.Run(fmt.Sprintf("bare/N=%d", n), f.benchBare)
 		f.stop()
+		if clustered[n] {
+			b.Run(fmt.Sprintf("cluster/N=%d", n), f.benchCluster)
+		}
 	}
 }
 
@@ -130,16 +142,34 @@ func fleetTracer(b *testing.B) trace.TracerProvider {
 	return tp
 }
 
-func fleetSizes(b *testing.B) []int {
+func fleetSizes(b *testing.B) []int { return parseSizes(b, "fleet", *fleetFlag) }
+
+func parseSizes(b *testing.B, name, list string) []int {
 	var ns []int
-	for _, f := range strings.Split(*fleetFlag, ",") {
+	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 {
-			b.Fatalf("-fleet %q: %q is not a fleet size", *fleetFlag, f)
+			b.Fatalf("-%s %q: %q is not a fleet size", name, list, f)
 		}
 		ns = append(ns, n)
 	}
 	return ns
+}
+
+// clusterSizes are the sizes of -fleet-cluster, each one of sizes: the
+// cluster's figures are against the embedded default's of the same run.
+func clusterSizes(b *testing.B, sizes []int) map[int]bool {
+	out := map[int]bool{}
+	if *fleetCluster == "" {
+		return out
+	}
+	for _, n := range parseSizes(b, "fleet-cluster", *fleetCluster) {
+		if !slices.Contains(sizes, n) {
+			b.Fatalf("-fleet-cluster %s: %d is not one of -fleet %s (the cluster runs beside the embedded default's figures of the same N)", *fleetCluster, n, *fleetFlag)
+		}
+		out[n] = true
+	}
+	return out
 }
 
 // fleetResult is what a sub-benchmark measured.
@@ -177,11 +207,12 @@ func (f *fleet) benchOurs(b *testing.B) {
 	sampler := procmem.Sample(pg, 100*time.Millisecond)
 	defer sampler.Stop()
 	nodes := enrollFleet(ctx, b, d)
-	loopFleet(ctx, b, d, nodes) // warm-up: the first deploy fills the site's image cache
+	tg := fleetTarget{apis: []*demo.Client{d.API}, temporal: d.CP.Client(), profile: d.Profile}
+	loopFleet(ctx, b, tg, nodes) // warm-up: the first deploy fills the site's image cache
 	var runs []runRef
 	cpu0 := processCPU(b)
 	for b.Loop() {
-		runs = append(runs, loopFleet(ctx, b, d, nodes)...)
+		runs = append(runs, loopFleet(ctx, b, tg, nodes)...)
 	}
 	elapsed, cpu := b.Elapsed(), processCPU(b)-cpu0
 	pgPeak, pgErr := sampler.Stop()
@@ -224,14 +255,25 @@ func enrollFleet(ctx context.Context, b *testing.B, d *demo.Demo) []string {
 	return nodes
 }
 
+// fleetTarget is the control plane a loop goes through: its API processes
+// (node i's verbs go to apis[i%len(apis)], as a load balancer would spread
+// them), a Temporal client of its server or cluster (with its payload codec)
+// that waits for the verbs' workflows and reads their histories, and the
+// deploy profile.
+type fleetTarget struct {
+	apis     []*demo.Client
+	temporal client.Client
+	profile  string
+}
+
 // loopFleet deploys and undeploys every node at once, each verb waited for
 // through its workflow's result, and returns the runs.
-func loopFleet(ctx context.Context, b *testing.B, d *demo.Demo, nodes []string) []runRef {
+func loopFleet(ctx context.Context, b *testing.B, tg fleetTarget, nodes []string) []runRef {
 	runs := make([][]runRef, len(nodes))
 	fails := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, node := range nodes {
-		wg.Go(func() { runs[i], fails[i] = deployAndUndeploy(ctx, d, node) })
+		wg.Go(func() { runs[i], fails[i] = deployAndUndeploy(ctx, tg, tg.apis[i%len(tg.apis)], node) })
 	}
 	wg.Wait()
 	var all []runRef
@@ -244,16 +286,16 @@ func loopFleet(ctx context.Context, b *testing.B, d *demo.Demo, nodes []string) 
 	return all
 }
 
-func deployAndUndeploy(ctx context.Context, d *demo.Demo, node string) ([]runRef, error) {
+func deployAndUndeploy(ctx context.Context, tg fleetTarget, api *demo.Client, node string) ([]runRef, error) {
 	verbs := []struct {
 		want  string
 		start func() (*connect.Response[v1.VerbResponse], error)
 	}{
 		{"deployed", func() (*connect.Response[v1.VerbResponse], error) {
-			return d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: node, Profile: d.Profile, ProfileVersion: 1}))
+			return api.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: node, Profile: tg.profile, ProfileVersion: 1}))
 		}},
 		{"ready", func() (*connect.Response[v1.VerbResponse], error) {
-			return d.API.Metal.Undeploy(ctx, connect.NewRequest(&v1.UndeployRequest{NodeId: node, Wipe: "quick"}))
+			return api.Metal.Undeploy(ctx, connect.NewRequest(&v1.UndeployRequest{NodeId: node, Wipe: "quick"}))
 		}},
 	}
 	var runs []runRef
@@ -263,7 +305,7 @@ func deployAndUndeploy(ctx context.Context, d *demo.Demo, node string) ([]runRef
 			return runs, fmt.Errorf("start %s: %w", v.want, err)
 		}
 		var res wf.Result
-		if err := d.CP.Client().GetWorkflow(ctx, r.Msg.WorkflowId, r.Msg.RunId).Get(ctx, &res); err != nil {
+		if err := tg.temporal.GetWorkflow(ctx, r.Msg.WorkflowId, r.Msg.RunId).Get(ctx, &res); err != nil {
 			return runs, fmt.Errorf("workflow %s: %w", r.Msg.RunId, err)
 		}
 		if string(res.State) != v.want {

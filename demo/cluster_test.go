@@ -59,7 +59,7 @@ func TestTemporalCluster(t *testing.T) {
 	bc := binary(t, "better-compute")
 	dir := t.TempDir()
 	ctx := ctxFor(t, time.Duration(3+3*rounds)*time.Minute)
-	c := startCluster(ctx, t, bc, dir)
+	c := startCluster(ctx, t, bc, dir, "debug")
 	t.Logf("cluster up (%d processes) after %s", len(c.procs), time.Since(began).Round(100*time.Millisecond))
 
 	img := newImageSource(t, dir, 64<<20) // deploy.image takes a moment
@@ -110,6 +110,7 @@ func TestTemporalCluster(t *testing.T) {
 // clusterRun is the Procfile's processes, running.
 type clusterRun struct {
 	bc, dir, dataDir string
+	pg               *pgcluster.Cluster // startCluster's (the chaos run keeps its own)
 	vars             map[string]string
 	lines            map[string][]string // name → argv (the binary first)
 	procs            map[string]*proc
@@ -117,9 +118,10 @@ type clusterRun struct {
 }
 
 // startCluster starts a private PostgreSQL, sets up Temporal's schema, and
-// starts every process of the Procfile: Temporal's first, then api-1 (it
-// makes the root token and keys), then the rest.
-func startCluster(ctx context.Context, t *testing.T, bc, dir string) *clusterRun {
+// starts every process of the Procfile, each logging at logLevel: Temporal's
+// first, then api-1 (it makes the root token and keys), then the rest.
+// TestTemporalCluster and BenchmarkFleet's cluster/N=n run it.
+func startCluster(ctx context.Context, t testing.TB, bc, dir, logLevel string) *clusterRun {
 	t.Helper()
 	pg, err := pgcluster.StartConfig(ctx, pgcluster.Config{Dir: filepath.Join(dir, "pg"), Ephemeral: true})
 	if err != nil {
@@ -129,8 +131,11 @@ func startCluster(ctx context.Context, t *testing.T, bc, dir string) *clusterRun
 	if err := pg.CreateDatabase(ctx, "better_compute"); err != nil {
 		t.Fatal(err)
 	}
-	c := &clusterRun{bc: bc, dir: dir, dataDir: filepath.Join(dir, "cp"), procs: map[string]*proc{}, starts: map[string]int{}}
+	c := &clusterRun{bc: bc, dir: dir, dataDir: filepath.Join(dir, "cp"), pg: pg, procs: map[string]*proc{}, starts: map[string]int{}}
 	c.vars = clusterVars(t, bc, c.dataDir, pg)
+	for _, k := range []string{"TEMPORAL_ARGS", "SERVE_ARGS"} {
+		c.vars[k] = strings.Replace(c.vars[k], "--log-level debug", "--log-level "+logLevel, 1)
+	}
 	c.lines = readProcfile(t, clusterProcfile, c.vars)
 	c.setup(t)
 	temporal := []string{"frontend-1", "frontend-2", "history-1", "history-2", "matching-1", "matching-2", "temporal-worker"}
@@ -153,7 +158,7 @@ func startCluster(ctx context.Context, t *testing.T, bc, dir string) *clusterRun
 
 // clusterVars are the Procfile's variables, as run.sh sets them, on free
 // loopback ports; small connection pools (the private PostgreSQL takes 100).
-func clusterVars(t *testing.T, bc, dataDir string, pg *pgcluster.Cluster) map[string]string {
+func clusterVars(t testing.TB, bc, dataDir string, pg *pgcluster.Cluster) map[string]string {
 	names := []string{"FRONTEND_1", "FRONTEND_2", "HISTORY_1", "HISTORY_2", "MATCHING_1", "MATCHING_2", "WORKER"}
 	ports := freePorts(t, len(names)+4)
 	members := membershipPorts(t, len(names))
@@ -175,7 +180,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // membershipPorts returns n loopback ports below 32768 that were free a
 // moment ago: Temporal's PostgreSQL schema keeps membership ports in a
 // smallint, and the kernel's ephemeral ports are above it.
-func membershipPorts(t *testing.T, n int) []int {
+func membershipPorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	for p := 20000 + rand.IntN(10000); len(ports) < n && p < 32768; p++ {
@@ -194,7 +199,7 @@ func membershipPorts(t *testing.T, n int) []int {
 
 // readProcfile reads the name: command lines of path with vars expanded
 // (as run.sh's bash does, no quoting) and split into words.
-func readProcfile(t *testing.T, path string, vars map[string]string) map[string][]string {
+func readProcfile(t testing.TB, path string, vars map[string]string) map[string][]string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -216,7 +221,7 @@ func readProcfile(t *testing.T, path string, vars map[string]string) map[string]
 	return lines
 }
 
-func mapping(t *testing.T, vars map[string]string) func(string) string {
+func mapping(t testing.TB, vars map[string]string) func(string) string {
 	return func(k string) string {
 		v, ok := vars[k]
 		if !ok {
@@ -228,7 +233,7 @@ func mapping(t *testing.T, vars map[string]string) func(string) string {
 
 // setup runs run.sh's first steps: the schema (twice: it is idempotent),
 // a refused change of the shard count, and the CA.
-func (c *clusterRun) setup(t *testing.T) {
+func (c *clusterRun) setup(t testing.TB) {
 	t.Helper()
 	args := append([]string{"temporal", "setup-schema"}, strings.Fields(c.vars["TEMPORAL_ARGS"])...)
 	for range 2 {
@@ -248,7 +253,7 @@ func (c *clusterRun) setup(t *testing.T) {
 	}
 }
 
-func (c *clusterRun) start(t *testing.T, name string) {
+func (c *clusterRun) start(t testing.TB, name string) {
 	t.Helper()
 	argv, ok := c.lines[name]
 	if !ok {
@@ -261,7 +266,7 @@ func (c *clusterRun) start(t *testing.T, name string) {
 // waitUp waits for the line of the latest start of process name that says
 // it serves: the banner of serve, "temporal <services> running" of the
 // Temporal services.
-func (c *clusterRun) waitUp(t *testing.T, name string) {
+func (c *clusterRun) waitUp(t testing.TB, name string) {
 	t.Helper()
 	argv := c.lines[name]
 	up := "control plane started"
@@ -286,7 +291,7 @@ func (c *clusterRun) restart(t *testing.T, names []string) {
 func (c *clusterRun) addr(port string) string { return "127.0.0.1:" + c.vars[port] }
 
 // api waits for the API process name and returns a client of it.
-func (c *clusterRun) api(t *testing.T, name string) *demo.Client {
+func (c *clusterRun) api(t testing.TB, name string) *demo.Client {
 	port := "API_1_PORT"
 	if name == "api-2" {
 		port = "API_2_PORT"

@@ -154,7 +154,7 @@ func checkRunResumed(t *testing.T, api *demo.Client, id string, sent *v1.Command
 }
 
 // waitAPI waits until serve answers the API with its root token.
-func waitAPI(ctx context.Context, t *testing.T, serve *proc, url, tokenFile string) *demo.Client {
+func waitAPI(ctx context.Context, t testing.TB, serve *proc, url, tokenFile string) *demo.Client {
 	t.Helper()
 	var lastErr error
 	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {

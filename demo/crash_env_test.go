@@ -113,7 +113,7 @@ type siteFixture struct {
 
 // registerSite does what an operator does before enrolling: a site, a site
 // token (written to dir/site-token), a pool, the image and a deploy profile.
-func registerSite(ctx context.Context, t *testing.T, api *demo.Client, dir string, img *imageSource) siteFixture {
+func registerSite(ctx context.Context, t testing.TB, api *demo.Client, dir string, img *imageSource) siteFixture {
 	t.Helper()
 	var fx siteFixture
 	s, err := api.Sites.Create(ctx, connect.NewRequest(&v1.CreateSiteRequest{Kind: "shared", Region: "crash-1", Key: "crash-1", LoopbackLab: true}))

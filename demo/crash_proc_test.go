@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 }
 
 // binary builds ./cmd/<name> with -tags fakehw once and returns its path.
-func binary(t *testing.T, name string) string {
+func binary(t testing.TB, name string) string {
 	t.Helper()
 	builds.mu.Lock()
 	if builds.dir == "" {
@@ -84,7 +84,7 @@ func binary(t *testing.T, name string) string {
 
 // freePorts returns n loopback ports that were free a moment ago; a process
 // restarted on them keeps its URLs.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var lns []net.Listener
 	defer func() {
@@ -109,7 +109,7 @@ func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 // proc is a real child process in its own process group, its output in a
 // log file that every start of it appends to.
 type proc struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	bin  string
 	log  string
@@ -118,7 +118,7 @@ type proc struct {
 }
 
 // startProc starts bin with args; the test's cleanup stops it by its pid.
-func startProc(t *testing.T, name, bin, logPath string, args ...string) *proc {
+func startProc(t testing.TB, name, bin, logPath string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, bin: bin, log: logPath}
 	p.start(args...)
@@ -209,11 +209,11 @@ func (p *proc) waitLog(s string, n int, timeout time.Duration) {
 }
 
 // countLines counts the lines of the file at path that contain every one of subs.
-func countLines(t *testing.T, path string, subs ...string) int {
+func countLines(t testing.TB, path string, subs ...string) int {
 	return len(grepLines(t, path, subs...))
 }
 
-func grepLines(t *testing.T, path string, subs ...string) []string {
+func grepLines(t testing.TB, path string, subs ...string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -2,7 +2,7 @@
 // only): the peak resident set of this process (VmHWM, which ResetPeak brings
 // back down to the current resident set), and the resident set of another
 // process tree, such as Postgres (the postmaster and its backends), which has
-// no peak of its own and so is sampled.
+// no peak of its own and so is sampled; and a process tree's CPU time.
 package procmem
 
 import (
@@ -88,19 +88,10 @@ func Tree(root int) ([]int, error) {
 	return tree, nil
 }
 
-// parentOf reads the parent pid from /proc/pid/stat, whose second field (the
-// command, in parentheses) may itself hold spaces and parentheses.
+// parentOf reads the parent pid from /proc/pid/stat.
 func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:])) // state, ppid, …
-	if len(f) < 2 {
+	f, ok := statFields(pid)
+	if !ok || len(f) < 2 {
 		return 0, false
 	}
 	ppid, err := strconv.Atoi(f[1])
@@ -195,4 +186,51 @@ func (s *Sampler) Stop() (int64, error) {
 	}
 	<-s.done
 	return s.Peak()
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/pid/stat's times:
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// TreeCPU is the CPU time (user and system) root and its descendants have
+// used: every live process's own, and what each has reaped of its exited
+// children (cutime, cstime), so a backend that exits between two readings
+// still counts. The difference of two readings is the tree's CPU between
+// them; a process that exits without its parent in the tree (daemonized)
+// drops out.
+func TreeCPU(root int) (time.Duration, error) {
+	pids, err := Tree(root)
+	if err != nil {
+		return 0, err
+	}
+	var ticks int64
+	for _, pid := range pids {
+		f, ok := statFields(pid)
+		if !ok || len(f) < 15 {
+			continue // exited since Tree listed it: its parent's cutime has it
+		}
+		for _, s := range f[11:15] { // utime, stime, cutime, cstime
+			v, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return 0, errs.New(errs.Internal, "/proc/%d/stat: CPU time %q is not a number", pid, s)
+			}
+			ticks += v
+		}
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// statFields are the fields of /proc/pid/stat after the command (state,
+// ppid, …): the command, in parentheses, may itself hold spaces and
+// parentheses.
+func statFields(pid int) ([]string, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, false
+	}
+	return strings.Fields(string(b[i+1:])), true
 }

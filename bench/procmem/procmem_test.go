@@ -116,3 +116,50 @@ func TestPidFile(t *testing.T) {
 		t.Errorf("PidFile(missing) = nil error, want NOT_FOUND")
 	}
 }
+
+// TestTreeCPU: a shell that spins in a subshell it waits for (reaped: its
+// time shows in the shell's cutime) and then in a live child counts both.
+func TestTreeCPU(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `(end=$(($(date +%s)+1)); while [ "$(date +%s)" -lt $end ]; do :; done); `+
+		`(while :; do :; done) & echo spinning; wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	root := cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = syscall.Kill(-root, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
+	first, err := TreeCPU(root)
+	if err != nil {
+		t.Fatalf("TreeCPU(sh) = %v", err)
+	}
+	if _, err := out.Read(make([]byte, 16)); err != nil { // the first subshell has exited
+		t.Fatal(err)
+	}
+	reaped, err := TreeCPU(root)
+	if err != nil {
+		t.Fatalf("TreeCPU(sh) = %v", err)
+	}
+	// The subshell spun for a second of wall time: on a loaded machine it
+	// gets a share of a core, and its date commands count too.
+	if reaped-first < 100*time.Millisecond {
+		t.Errorf("TreeCPU(sh) grew by %s while a child it reaped spun for 1s, want at least 100ms", reaped-first)
+	}
+	time.Sleep(time.Second)
+	live, err := TreeCPU(root)
+	if err != nil {
+		t.Fatalf("TreeCPU(sh) = %v", err)
+	}
+	if live-reaped < 100*time.Millisecond {
+		t.Errorf("TreeCPU(sh) grew by %s in 1s of a live child spinning, want at least 100ms", live-reaped)
+	}
+	if _, err := TreeCPU(1 << 30); err == nil {
+		t.Errorf("TreeCPU(no such pid) = nil error, want NOT_FOUND")
+	}
+}
