@@ -52,6 +52,9 @@ type Config struct {
 	// BootStall is the site agent's bound on a ramdisk boot that shows no
 	// progress (siteagent.Config.BootStall).
 	BootStall time.Duration
+	// Stall is how long a phase of a machine's loop may show no progress
+	// before it fails (0: DefaultStall); the phase itself has no bound.
+	Stall time.Duration
 	// Tracer traces every process of the demo — API calls, workflows, the
 	// site's activities and the ramdisks' commands — as one trace per call
 	// (tracing.Start); nil for none.

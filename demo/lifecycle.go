@@ -3,10 +3,12 @@ package demo
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
+	enumspb "go.temporal.io/api/enums/v1"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
@@ -47,25 +49,124 @@ func (d *Demo) EnrollReady(ctx context.Context, m emulate.MachineInfo) (string, 
 	return node, d.waitVerb(ctx, m.Name, node, "ready", run)
 }
 
-// waitVerb waits until the node is in state want, then until the verb's
-// workflow has closed: the workflow records the state before its last
-// steps, and the node takes no other verb while it runs (a loaded control
-// plane left seconds between the two, and the next verb was refused as
-// busy).
+// waitVerb waits until the node is in state want and the verb's workflow
+// has closed: the workflow records the state before its last steps, and the
+// node takes no other verb while it runs (a loaded control plane left
+// seconds between the two, and the next verb was refused as busy). There is
+// no bound on the whole phase, which in a long queue (1,000 machines on 2
+// cores) lasts as long as the queue does; the phase fails when the machine
+// makes no progress for Config.Stall (default DefaultStall), naming the
+// node, its state, its newest command and the workflow's pending step.
 func (d *Demo) waitVerb(ctx context.Context, name, node, want string, run *v1.VerbResponse) error {
-	if err := d.Wait(ctx, name, node, want, verbTimeout); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, verbTimeout)
-	defer cancel()
-	if err := d.CP.Client().GetWorkflow(ctx, run.WorkflowId, run.RunId).Get(ctx, nil); err != nil {
-		return fmt.Errorf("%s: workflow %s of %s: %w", name, run.WorkflowId, node, err)
-	}
-	return nil
+	return watchPhase(ctx, name, node, want, d.cfg.Stall, d.pollEvery(), func(ctx context.Context, describe bool) (phaseSeen, error) {
+		return d.observe(ctx, name, node, run, describe)
+	})
 }
 
-// verbTimeout bounds each phase of a machine's loop.
-const verbTimeout = 5 * time.Minute
+// DefaultStall is how long a phase of a machine's loop may go without
+// progress (Config.Stall's default): no change of the node's state, of its
+// newest command's status or attempt, and no new event in its workflow's
+// history nor heartbeat of its pending activities. It is the old bound on the
+// whole phase, which 11 of 1,000 machines outlived in a long queue.
+const DefaultStall = 5 * time.Minute
+
+// phaseSeen is one look at a machine in a phase; any change of it is
+// progress.
+type phaseSeen struct {
+	State, FailedFrom, LastError string
+	Command                      string // the newest command: kind (runs on) status, attempt
+	Events                       int64  // the verb's workflow's history length
+	Pending                      string // its pending activities: type, state, attempt, last heartbeat
+	Closed                       bool   // the workflow has closed
+	Result                       string // a closed workflow's error, "" when it completed
+}
+
+// observe looks at the node and its newest command, and with describe at
+// the verb's workflow too (one DescribeWorkflowExecution).
+func (d *Demo) observe(ctx context.Context, name, node string, run *v1.VerbResponse, describe bool) (phaseSeen, error) {
+	r, err := d.API.Metal.Get(ctx, connect.NewRequest(&v1.GetNodeRequest{Id: node}))
+	if err != nil {
+		return phaseSeen{}, fmt.Errorf("%s: metal.get: %w", name, err)
+	}
+	n := r.Msg.Node
+	s := phaseSeen{State: n.State, FailedFrom: n.FailedFrom, LastError: n.LastError, Command: d.lastCommand(ctx, node)}
+	d.progress(name, node, s.State, s.Command)
+	if !describe {
+		return s, nil
+	}
+	w, err := d.CP.Client().DescribeWorkflowExecution(ctx, run.WorkflowId, run.RunId)
+	if err != nil {
+		return phaseSeen{}, fmt.Errorf("%s: workflow %s of %s: %w", name, run.WorkflowId, node, err)
+	}
+	s.Events = w.WorkflowExecutionInfo.GetHistoryLength()
+	for _, a := range w.PendingActivities {
+		beat := "none"
+		if a.GetLastHeartbeatTime() != nil {
+			beat = a.GetLastHeartbeatTime().AsTime().Format(time.RFC3339Nano)
+		}
+		s.Pending += fmt.Sprintf("%s %s attempt %d, last heartbeat %s; ", a.GetActivityType().GetName(),
+			strings.ToLower(a.GetState().String()), a.GetAttempt(), beat)
+	}
+	if w.WorkflowExecutionInfo.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		s.Closed = true
+		if err := d.CP.Client().GetWorkflow(ctx, run.WorkflowId, run.RunId).Get(ctx, nil); err != nil {
+			s.Result = err.Error()
+		}
+	}
+	return s, nil
+}
+
+// watchPhase looks at a machine every poll until it is in state want and
+// its workflow has closed. It fails when the node fails (having left the
+// state it was in at the start) or is retired, when the workflow closes with
+// an error, or when nothing it sees changes for stall (DefaultStall when
+// zero). It describes the workflow every stall/5, and every poll once the
+// node is in want.
+func watchPhase(ctx context.Context, name, node, want string, stall, poll time.Duration,
+	look func(ctx context.Context, describe bool) (phaseSeen, error)) error {
+	if stall <= 0 {
+		stall = DefaultStall
+	}
+	var last phaseSeen
+	var since, described time.Time
+	first, moved := "", false
+	for i := 0; ; i++ {
+		now := time.Now()
+		describe := i == 0 || now.Sub(described) >= stall/5 || last.State == want
+		s, err := look(ctx, describe)
+		if err != nil {
+			return err
+		}
+		if describe {
+			described = now
+		} else {
+			s.Events, s.Pending, s.Closed, s.Result = last.Events, last.Pending, last.Closed, last.Result
+		}
+		if first == "" {
+			first = s.State
+		}
+		moved = moved || s.State != first
+		switch {
+		case s.State == want && s.Closed && s.Result == "":
+			return nil
+		case s.Closed && s.Result != "":
+			return errs.New(errs.InvalidState, "%s (%s) is %s: its workflow failed: %s", name, node, s.State, s.Result)
+		case (s.State == "failed" && moved) || s.State == "retired":
+			return errs.New(errs.InvalidState, "%s (%s) is %s (from %s): %s", name, node, s.State, s.FailedFrom, s.LastError)
+		}
+		if i == 0 || s != last {
+			last, since = s, now
+		} else if now.Sub(since) >= stall {
+			return errs.New(errs.Unavailable, "%s (%s) made no progress toward %s for %s: it is %s, newest command %q, workflow at %d events, pending %q",
+				name, node, want, stall.Round(time.Millisecond), s.State, s.Command, s.Events, strings.TrimSuffix(s.Pending, "; "))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s (%s) waiting for %s: %w", name, node, want, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}
 
 // Wait polls the node until it is in state want, reporting each state it
 // passes through. Failed is an error once the node has left the state it
@@ -157,9 +258,9 @@ func (d *Demo) DeployAndRelease(ctx context.Context, name, node string) error {
 // MaxInFlight is how many machines LoopAll takes through the lifecycle at
 // once. It is more than keeps the control plane busy (a phase of one machine
 // takes about 8 s unloaded, and 2 cores do about 3 phases a second); beyond
-// it the control plane only queues more work, so a phase waits longer: with
-// 200 at once on a loaded 2-core machine, phases reached Wait's 5-minute
-// bound.
+// it the control plane only queues more work, so a phase waits longer (with
+// 200 at once on a loaded 2-core machine, phases outlived the 5-minute bound
+// a phase then had).
 const MaxInFlight = 50
 
 // pollEvery is how often Wait asks for a node: 250 ms for a few machines,
