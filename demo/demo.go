@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/better-compute/better-compute/bench/procmem"
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/emulate/ipmibmc"
@@ -66,6 +67,13 @@ type Config struct {
 	// Plugins are the control plane's (controlplane.Config.Plugins): its
 	// worker runs their control-plane steps.
 	Plugins []sdk.Plugin
+	// RackCommand, when set, runs the emulated rack in a process of its own:
+	// the command and its first arguments, to which the demo adds bcd
+	// emulate's flags (--machines, --ipmi, --dir, --boot-url, --bmc-username,
+	// --bmc-password-file); it prints the machines as bcd emulate does. Rack
+	// is then nil (Machines lists them) and the machines' installed OS runs
+	// no node agent.
+	RackCommand []string
 }
 
 // DefaultDataDir is where the demo keeps its state.
@@ -86,6 +94,8 @@ type Demo struct {
 	mu                               sync.Mutex
 	last                             map[string]string // node → last state printed
 	cpTook                           time.Duration     // the control plane's start
+	rackProc                         *rackProcess      // the rack's own process (Config.RackCommand)
+	pgSampler                        *procmem.Sampler  // PostgreSQL's process tree
 }
 
 // Start starts the control plane, the site agent and the rack, and
@@ -117,6 +127,7 @@ func Start(ctx context.Context, cfg Config) (d *Demo, err error) {
 		return nil, err
 	}
 	d.cpTook = time.Since(cpStart)
+	d.samplePostgres()
 	if d.API, err = NewClient(d.CP.APIURL(), d.CP.RootTokenPath(), cfg.APIOptions...); err != nil {
 		return nil, err
 	}
@@ -187,6 +198,10 @@ func (d *Demo) Stop() {
 		d.Rack.Close()
 		d.Rack = nil
 	}
+	if d.rackProc != nil {
+		d.rackProc.stop()
+		d.rackProc = nil
+	}
 	if d.Agent != nil {
 		d.Agent.Stop()
 		d.Agent = nil
@@ -198,6 +213,10 @@ func (d *Demo) Stop() {
 	if d.CP != nil {
 		d.CP.Stop()
 		d.CP = nil
+	}
+	if d.pgSampler != nil {
+		d.pgSampler.Stop()
+		d.pgSampler = nil
 	}
 }
 

@@ -278,7 +278,7 @@ func (d *Demo) LoopAll(ctx context.Context) (nodes map[string]string, failed []e
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, MaxInFlight)
 	nodes = map[string]string{}
-	for _, m := range d.Rack.Machines() {
+	for _, m := range d.Machines() {
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {

@@ -78,6 +78,14 @@ func (d *Demo) register(ctx context.Context) error {
 	d.Profile = DemoProfile
 	d.say("pool %s, image %s (%d MiB, zstd %d KiB), profile %s v1 registered", d.PoolID, d.ImageID,
 		d.Image.Raw>>20, d.Image.Size>>10, DemoProfile)
+	if len(d.cfg.RackCommand) > 0 {
+		if d.rackProc, err = d.startRackProcess(d.Agent.BootURL()); err != nil {
+			return err
+		}
+		d.say("emulated rack of %d machines started in process %d (%d with Redfish BMCs, %d with IPMI BMCs)", d.cfg.Machines,
+			d.rackProc.cmd.Process.Pid, d.cfg.Machines-d.cfg.IPMI, d.cfg.IPMI)
+		return nil
+	}
 	d.Rack, err = emulate.Start(ctx, emulate.Config{Machines: d.cfg.Machines, IPMI: d.cfg.IPMI, Dir: filepath.Join(d.cfg.DataDir, "rack"),
 		BootURL: d.Agent.BootURL(), Username: "admin", Password: d.cfg.BMCPassword, Logger: d.cfg.RackLogger,
 		BMCLogger: d.cfg.BMCLogger, RamdiskLogger: d.cfg.RamdiskLogger, RamdiskTracer: d.cfg.Tracer, NodeAgent: d.nodeAgent})

@@ -23,8 +23,9 @@ func Run(ctx context.Context, cfg Config) error {
 	for _, err := range failed {
 		d.say("FAILED: %v", err)
 	}
-	d.say("%d of %d machines went enroll → ready → deploy → deployed → undeploy → ready in %s",
-		len(nodes)-len(failed), len(nodes), took.Round(100*time.Millisecond))
+	d.say("%d of %d machines went enroll → ready → deploy → deployed → undeploy → ready in %s (%.2f loops/s)",
+		len(nodes)-len(failed), len(nodes), took.Round(100*time.Millisecond), float64(len(nodes)-len(failed))/took.Seconds())
+	d.say("%s", d.MemoryReport())
 	d.CP.PrintBanner(d.cfg.Out, d.cpTook)
 	fmt.Fprintf(d.cfg.Out, "\nTry:\n  export BETTER_COMPUTE_DATA_DIR=%s BETTER_COMPUTE_URL=%s\n", d.cfg.DataDir, d.CP.APIURL())
 	for name, node := range nodes {

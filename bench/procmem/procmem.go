@@ -20,14 +20,18 @@ import (
 
 // PeakRSS is this process's peak resident set in bytes (VmHWM) since it
 // started or since the last ResetPeak.
-func PeakRSS() (int64, error) {
-	st, err := readStatus(os.Getpid())
+func PeakRSS() (int64, error) { return PeakRSSOf(os.Getpid()) }
+
+// PeakRSSOf is process pid's peak resident set in bytes (VmHWM), e.g. a
+// child's read before it is stopped.
+func PeakRSSOf(pid int) (int64, error) {
+	st, err := readStatus(pid)
 	if err != nil {
 		return 0, err
 	}
 	v, ok := st["VmHWM"]
 	if !ok {
-		return 0, errs.New(errs.Unsupported, "/proc/self/status has no VmHWM: peak RSS needs Linux")
+		return 0, errs.New(errs.Unsupported, "/proc/%d/status has no VmHWM: peak RSS needs Linux", pid)
 	}
 	return v, nil
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"os"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
+	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/internal/logflag"
 	"github.com/better-compute/better-compute/internal/tracing"
 )
@@ -27,6 +29,7 @@ func demoCommand() *cli.Command {
 			&cli.StringFlag{Name: "agents-listen", Value: controlplane.DefaultAgentsListen},
 			&cli.StringFlag{Name: "log-level", Value: "warn"},
 			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile (go tool pprof) of the whole run to this file"},
+			&cli.BoolFlag{Name: "rack-process", Usage: "run the emulated rack in a process of its own, so the peak RSS printed at the end splits control plane and rack"},
 			logflag.Format(),
 		},
 		Action: func(c *cli.Context) error {
@@ -43,10 +46,47 @@ func demoCommand() *cli.Command {
 				}
 				defer stop()
 			}
+			var rack []string
+			if c.Bool("rack-process") {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				rack = []string{exe, "demo-rack", "--log-level", c.String("log-level")}
+			}
 			return demo.Run(c.Context, demo.Config{Machines: c.Int("machines"), IPMI: c.Int("ipmi"), Once: c.Bool("once"),
 				DataDir: c.String("data-dir"), Out: c.App.Writer, Logger: log, Tracer: tp,
 				Listen: c.String("listen"), TemporalListen: c.String("temporal-listen"),
-				UIListen: c.String("ui-listen"), AgentsListen: c.String("agents-listen")})
+				UIListen: c.String("ui-listen"), AgentsListen: c.String("agents-listen"), RackCommand: rack})
+		},
+	}
+}
+
+// demoRackCommand is demo --rack-process's rack: bcd emulate's, in this
+// binary, so the demo needs no second one.
+func demoRackCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "demo-rack",
+		Hidden: true,
+		Usage:  "the emulated rack of demo --rack-process (as bcd emulate)",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "machines", Value: 3},
+			&cli.IntFlag{Name: "ipmi"},
+			&cli.StringFlag{Name: "dir", Required: true},
+			&cli.StringFlag{Name: "boot-url", Required: true},
+			&cli.StringFlag{Name: "bmc-username", Value: "admin"},
+			&cli.StringFlag{Name: "bmc-password-file", Required: true},
+			&cli.StringFlag{Name: "log-level", Value: "warn"},
+			logflag.Format(),
+		},
+		Action: func(c *cli.Context) error {
+			pw, err := os.ReadFile(c.String("bmc-password-file"))
+			if err != nil {
+				return err
+			}
+			return emulate.Run(c.Context, emulate.Config{Machines: c.Int("machines"), IPMI: c.Int("ipmi"), Dir: c.String("dir"),
+				BootURL: c.String("boot-url"), Username: c.String("bmc-username"),
+				Password: strings.TrimRight(string(pw), "\r\n"), Logger: logflag.Logger(c)}, c.App.Writer)
 		},
 	}
 }

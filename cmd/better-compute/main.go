@@ -31,7 +31,7 @@ func main() {
 // app is the CLI with the commands that are not API calls, --version and
 // shell completion.
 func app(stdout, stderr io.Writer) *cli.App {
-	a := bccli.App(stdout, stderr, serveCommand(), temporalCommand(), pkiCommand(), keysCommand(), demoCommand(), completionCommand())
+	a := bccli.App(stdout, stderr, serveCommand(), temporalCommand(), pkiCommand(), keysCommand(), demoCommand(), demoRackCommand(), completionCommand())
 	a.Version, a.HideVersion = buildinfo.Read().String(), false
 	a.EnableBashCompletion = true
 	return a
