@@ -53,43 +53,13 @@ func (f *fleet) benchCluster(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+f.timeout())
 	defer cancel()
-	dir := b.TempDir()
-	quiet := slog.New(slog.DiscardHandler)
-	c := startCluster(ctx, b, binary(b, "better-compute"), dir, "warn")
-	apis := []*demo.Client{c.api(b, "api-1"), c.api(b, "api-2")}
-
-	img, err := demo.NewImageServer(8 << 20) // as Fleet/ours's demo
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(img.Close)
-	fx := registerSite(ctx, b, apis[0], dir, &imageSource{URL: img.URL, Digest: img.Digest, Size: img.Size, Raw: img.Raw})
-	caFile := filepath.Join(c.dataDir, "pki", "ca.crt")
-	agent, err := siteagent.Start(ctx, siteagent.Config{ControlPlaneURL: "https://" + c.addr("AGENTS_1_PORT"), CAFile: caFile,
-		TokenFile: fx.TokenFile, DataDir: filepath.Join(dir, "site-agent"), BootListen: "127.0.0.1:0", RelayListen: "127.0.0.1:0",
-		Drivers: demo.Drivers(), Logger: quiet})
-	if err != nil {
-		b.Fatalf("siteagent.Start = %v", err)
-	}
-	b.Cleanup(agent.Stop)
-	rack, err := emulate.Start(ctx, emulate.Config{Machines: f.n, Dir: filepath.Join(dir, "rack"), BootURL: agent.BootURL(),
-		Username: "admin", Password: crashBMCPassword, Logger: quiet,
-		NodeAgent: func(ctx context.Context, n emulate.InstalledNode) error { // as the demo's rack: bcd node joins through the relay
-			return nodeagent.Run(ctx, nodeagent.Config{SiteURL: agent.RelayURL(), CAFile: caFile,
-				TokenFile: n.JoinTokenPath(), DataDir: n.NodeDataDir(), Logger: quiet})
-		}})
-	if err != nil {
-		b.Fatalf("emulate.Start = %v", err)
-	}
-	b.Cleanup(rack.Close)
-
-	tg := fleetTarget{apis: apis, temporal: clusterClient(ctx, b, c), profile: crashProfile}
-	nodes := enrollCluster(ctx, b, tg, fx, rack.Machines())
-	loopFleet(ctx, b, tg, nodes) // warm-up, as ours
-	meter := newClusterMeter(ctx, b, c)
+	cf := startClusterFleet(ctx, b, f.n)
+	tg := cf.tg
+	loopFleet(ctx, b, tg, cf.nodes) // warm-up, as ours
+	meter := newClusterMeter(ctx, b, cf.c)
 	var runs []runRef
 	for b.Loop() {
-		runs = append(runs, loopFleet(ctx, b, tg, nodes)...)
+		runs = append(runs, loopFleet(ctx, b, tg, cf.nodes)...)
 	}
 	elapsed := b.Elapsed()
 	cpu, xacts := meter.read(ctx, b)
@@ -106,10 +76,55 @@ func (f *fleet) benchCluster(b *testing.B) {
 	b.ReportMetric(float64(xacts)/float64(st.loops), "pg-xacts/loop")
 }
 
+// clusterFleet is n emulated machines enrolled through the control plane on
+// the cluster.
+type clusterFleet struct {
+	c     *clusterRun
+	tg    fleetTarget
+	nodes []string
+}
+
+// startClusterFleet starts the cluster (startCluster), registers the site,
+// image and profile, starts the site agent, the rack of n machines and the
+// image server in this process, and enrolls every machine.
+func startClusterFleet(ctx context.Context, t testing.TB, n int) *clusterFleet {
+	dir := t.TempDir()
+	quiet := slog.New(slog.DiscardHandler)
+	c := startCluster(ctx, t, binary(t, "better-compute"), dir, "warn")
+	apis := []*demo.Client{c.api(t, "api-1"), c.api(t, "api-2")}
+
+	img, err := demo.NewImageServer(8 << 20) // as Fleet/ours's demo
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(img.Close)
+	fx := registerSite(ctx, t, apis[0], dir, &imageSource{URL: img.URL, Digest: img.Digest, Size: img.Size, Raw: img.Raw})
+	caFile := filepath.Join(c.dataDir, "pki", "ca.crt")
+	agent, err := siteagent.Start(ctx, siteagent.Config{ControlPlaneURL: "https://" + c.addr("AGENTS_1_PORT"), CAFile: caFile,
+		TokenFile: fx.TokenFile, DataDir: filepath.Join(dir, "site-agent"), BootListen: "127.0.0.1:0", RelayListen: "127.0.0.1:0",
+		Drivers: demo.Drivers(), Logger: quiet})
+	if err != nil {
+		t.Fatalf("siteagent.Start = %v", err)
+	}
+	t.Cleanup(agent.Stop)
+	rack, err := emulate.Start(ctx, emulate.Config{Machines: n, Dir: filepath.Join(dir, "rack"), BootURL: agent.BootURL(),
+		Username: "admin", Password: crashBMCPassword, Logger: quiet,
+		NodeAgent: func(ctx context.Context, n emulate.InstalledNode) error { // as the demo's rack: bcd node joins through the relay
+			return nodeagent.Run(ctx, nodeagent.Config{SiteURL: agent.RelayURL(), CAFile: caFile,
+				TokenFile: n.JoinTokenPath(), DataDir: n.NodeDataDir(), Logger: quiet})
+		}})
+	if err != nil {
+		t.Fatalf("emulate.Start = %v", err)
+	}
+	t.Cleanup(rack.Close)
+	tg := fleetTarget{apis: apis, temporal: clusterClient(ctx, t, c), profile: crashProfile}
+	return &clusterFleet{c: c, tg: tg, nodes: enrollCluster(ctx, t, tg, fx, rack.Machines())}
+}
+
 // clusterClient is a Temporal client of the cluster's first frontend with
 // the control plane's payload codec: its keys from the control plane's
 // database, unwrapped with its key file.
-func clusterClient(ctx context.Context, b *testing.B, c *clusterRun) client.Client {
+func clusterClient(ctx context.Context, b testing.TB, c *clusterRun) client.Client {
 	s, err := store.Open(ctx, c.pg.URL("better_compute"))
 	if err != nil {
 		b.Fatal(err)
@@ -152,7 +167,7 @@ func (k storeKeys) KeyByID(ctx context.Context, id string) (codec.Key, error) {
 // enrollCluster enrolls every machine at once (demo.MaxInFlight at a time,
 // as enrollFleet) and waits for each enroll's workflow to end with the node
 // ready.
-func enrollCluster(ctx context.Context, b *testing.B, tg fleetTarget, fx siteFixture, machines []emulate.MachineInfo) []string {
+func enrollCluster(ctx context.Context, b testing.TB, tg fleetTarget, fx siteFixture, machines []emulate.MachineInfo) []string {
 	nodes := make([]string, len(machines))
 	fails := make([]error, len(machines))
 	var wg sync.WaitGroup
@@ -195,7 +210,7 @@ type clusterMeter struct {
 	xacts0 int64
 }
 
-func newClusterMeter(ctx context.Context, b *testing.B, c *clusterRun) *clusterMeter {
+func newClusterMeter(ctx context.Context, b testing.TB, c *clusterRun) *clusterMeter {
 	pgRoot, err := procmem.PidFile(filepath.Join(c.dir, "pg", "postmaster.pid"))
 	if err != nil {
 		b.Fatal(err)
@@ -206,7 +221,7 @@ func newClusterMeter(ctx context.Context, b *testing.B, c *clusterRun) *clusterM
 }
 
 // read is each kind's CPU time and the transactions since the meter was made.
-func (m *clusterMeter) read(ctx context.Context, b *testing.B) (map[string]time.Duration, int64) {
+func (m *clusterMeter) read(ctx context.Context, b testing.TB) (map[string]time.Duration, int64) {
 	cpu := m.cpu(b)
 	for kind := range cpu {
 		cpu[kind] -= m.cpu0[kind]
@@ -214,7 +229,7 @@ func (m *clusterMeter) read(ctx context.Context, b *testing.B) (map[string]time.
 	return cpu, m.xacts(ctx, b) - m.xacts0
 }
 
-func (m *clusterMeter) cpu(b *testing.B) map[string]time.Duration {
+func (m *clusterMeter) cpu(b testing.TB) map[string]time.Duration {
 	out := map[string]time.Duration{"bench": processCPU(b)}
 	pg, err := procmem.TreeCPU(m.pgRoot)
 	if err != nil {
@@ -246,7 +261,7 @@ func clusterKind(name string) string {
 
 // xacts is PostgreSQL's committed and rolled-back transactions so far, over
 // every database (statistics lag a transaction by up to a second).
-func (m *clusterMeter) xacts(ctx context.Context, b *testing.B) int64 {
+func (m *clusterMeter) xacts(ctx context.Context, b testing.TB) int64 {
 	conn, err := pgx.Connect(ctx, m.c.pg.URL("postgres"))
 	if err != nil {
 		b.Fatal(err)
@@ -257,4 +272,33 @@ func (m *clusterMeter) xacts(ctx context.Context, b *testing.B) int64 {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// TestFleetCluster is the CI proof of BenchmarkFleet/cluster/N=n beyond what
+// TestTemporalCluster shows of the same cluster: one machine enrolled
+// through the bench's path (startClusterFleet), one loop (deploy and
+// undeploy) waited for through its Temporal client with the control
+// plane's codec (clusterClient), the loop's histories read and its flow
+// taken apart as the benchmark does (readRuns), and the meter seeing the
+// CPU of each busy kind of process and PostgreSQL's transactions.
+func TestFleetCluster(t *testing.T) {
+	ctx := ctxFor(t, 5*time.Minute)
+	cf := startClusterFleet(ctx, t, 1)
+	meter := newClusterMeter(ctx, t, cf.c)
+	runs := loopFleet(ctx, t, cf.tg, cf.nodes)
+	time.Sleep(time.Second) // PostgreSQL's statistics lag a transaction by up to a second
+	cpu, xacts := meter.read(ctx, t)
+	st := readRuns(t, cf.tg.temporal, runs, wf.ControlPlaneQueue, nil)
+	if st.loops != 1 || len(st.flows) != 2 || st.activities == 0 || st.wall <= 0 {
+		t.Errorf("the loop's histories show %d loops, %d workflows, %d activities, %s; want 1 loop of 2 workflows (deploy, undeploy) with activities",
+			st.loops, len(st.flows), st.activities, st.wall)
+	}
+	for _, kind := range []string{"frontend", "history", "matching", "worker", "pg", "bench"} {
+		if cpu[kind] <= 0 {
+			t.Errorf("the meter saw %s spend no CPU in a loop (%v)", kind, cpu)
+		}
+	}
+	if xacts <= 0 {
+		t.Errorf("the meter saw %d PostgreSQL transactions in a loop, want some", xacts)
+	}
 }

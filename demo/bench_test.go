@@ -268,7 +268,7 @@ type fleetTarget struct {
 
 // loopFleet deploys and undeploys every node at once, each verb waited for
 // through its workflow's result, and returns the runs.
-func loopFleet(ctx context.Context, b *testing.B, tg fleetTarget, nodes []string) []runRef {
+func loopFleet(ctx context.Context, b testing.TB, tg fleetTarget, nodes []string) []runRef {
 	runs := make([][]runRef, len(nodes))
 	fails := make([]error, len(nodes))
 	var wg sync.WaitGroup
@@ -327,7 +327,7 @@ type runStats struct {
 // readRuns reads every run's history. The flow of a loop (its steps with
 // their options, and the names of its search attributes) must be the same
 // for every loop of every machine, and the same as want's when given.
-func readRuns(b *testing.B, c client.Client, runs []runRef, homeQueue string, want []bare.Flow) runStats {
+func readRuns(b testing.TB, c client.Client, runs []runRef, homeQueue string, want []bare.Flow) runStats {
 	var st runStats
 	for _, r := range runs {
 		h := historyOf(b, c, r.workflowID, r.runID)
@@ -372,7 +372,7 @@ func shapes(fs []bare.Flow) []string {
 	return out
 }
 
-func historyOf(b *testing.B, c client.Client, id, runID string) []*historypb.HistoryEvent {
+func historyOf(b testing.TB, c client.Client, id, runID string) []*historypb.HistoryEvent {
 	iter := c.GetWorkflowHistory(context.Background(), id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var events []*historypb.HistoryEvent
 	for iter.HasNext() {
@@ -497,7 +497,7 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 
 // processCPU is the CPU time (user and system) this process has used: on a
 // shared machine a loop's CPU seconds vary less than its wall time.
-func processCPU(b *testing.B) time.Duration {
+func processCPU(b testing.TB) time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		b.Fatal(err)
