@@ -13,10 +13,17 @@
 package workflows_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -24,19 +31,26 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/proxy"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/emulate"
+	"github.com/better-compute/better-compute/ramdisk/disk"
+	"github.com/better-compute/better-compute/sdk/iso"
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
@@ -57,14 +71,15 @@ const recordPassword, wrongPassword = "record-bmc-pw", "record-wrong-pw"
 func TestRecordHistories(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	d, err := demo.Start(ctx, demo.Config{Machines: 5, DataDir: t.TempDir(), Listen: "127.0.0.1:0",
+	dataDir := t.TempDir()
+	d, err := demo.Start(ctx, demo.Config{Machines: 6, DataDir: dataDir, Listen: "127.0.0.1:0",
 		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20,
 		BMCPassword: recordPassword, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("demo.Start = %v", err)
 	}
 	defer d.Stop()
-	rec := &recorder{d: d}
+	rec := &recorder{d: d, dataDir: dataDir}
 	ms := d.Rack.Machines()
 	scenarios := []struct {
 		name string
@@ -76,6 +91,8 @@ func TestRecordHistories(t *testing.T) {
 		{"update", func(ctx context.Context, t *testing.T, r *recorder) { recordUpdate(ctx, t, r, ms[3]) }},
 		{"retire-nomac", func(ctx context.Context, t *testing.T, r *recorder) { recordRetireNoMAC(ctx, t, r, ms[4]) }},
 		{"nomac", recordNoMACEnroll},
+		{"userdata", func(ctx context.Context, t *testing.T, r *recorder) { recordUserData(ctx, t, r, ms[5]) }},
+		{"restart", recordRamdiskRestart},
 	}
 	only := strings.Split(os.Getenv("RECORD"), ",")
 	t.Run("scenarios", func(t *testing.T) {
@@ -100,6 +117,11 @@ func TestRecordHistories(t *testing.T) {
 			Visitor: func(_ *proxy.VisitPayloadsContext, ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 				out, err := c.Decode(ps)
 				for _, p := range out {
+					for _, a := range k.absent {
+						if bytes.Contains(p.Data, a.value) {
+							t.Errorf("%s: a payload holds %s", k.file, a.what)
+						}
+					}
 					p.Data = token.ReplaceAll(p.Data, []byte("bc${1}_redacted"))
 				}
 				return out, err
@@ -121,22 +143,33 @@ func TestRecordHistories(t *testing.T) {
 
 // recorder collects the runs to write, file by file.
 type recorder struct {
-	d    *demo.Demo
-	mu   sync.Mutex
-	kept []kept
+	d       *demo.Demo
+	dataDir string // the demo's
+	mu      sync.Mutex
+	kept    []kept
 }
 
-type kept struct{ file, workflowID, runID string }
+// kept is a run to write; absent is what none of its decoded payloads may
+// hold (checked before tokens are redacted).
+type kept struct {
+	file, workflowID, runID string
+	absent                  []secretValue
+}
+
+type secretValue struct {
+	what  string
+	value []byte
+}
 
 // keep waits for the run to close (the node moves a moment before its
 // workflow ends) and names the file its history goes to.
-func (r *recorder) keep(ctx context.Context, t *testing.T, file, workflowID, runID string) {
+func (r *recorder) keep(ctx context.Context, t *testing.T, file, workflowID, runID string, absent ...secretValue) {
 	t.Helper()
 	err := r.d.CP.Client().GetWorkflow(ctx, workflowID, runID).Get(ctx, nil)
 	t.Logf("%s: run %s closed: %v", file, runID, err)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.kept = append(r.kept, kept{file, workflowID, runID})
+	r.kept = append(r.kept, kept{file, workflowID, runID, absent})
 }
 
 // verb runs one verb on node and waits for the node to reach want.
@@ -378,6 +411,170 @@ func recordNoMACEnroll(ctx context.Context, t *testing.T, r *recorder) {
 	}
 	r.wait(ctx, t, id, "ready")
 	r.keep(ctx, t, "enroll-nomac.json", res.Msg.WorkflowId, res.Msg.RunId)
+}
+
+// userDataTemplate is the recorded deploy's user data (a secret: its
+// rendering and join token reach only the node's disk).
+const userDataTemplate = "#cloud-config\n# record-userdata-template\nhostname: {{hostname}}\n" +
+	"runcmd: [[bcd, node, --token, '{{joinToken}}']]\n"
+
+// recordUserData: a deploy whose deploy.image names user data (a template
+// in a named secret, rendered with a join token by userdata.render behind
+// render-user-data) onto a GPT image; the history holds neither the
+// template, its rendering nor the token.
+func recordUserData(ctx context.Context, t *testing.T, r *recorder, m emulate.MachineInfo) {
+	_, id := r.enroll(ctx, t, m, recordPassword)
+	r.wait(ctx, t, id, "ready")
+	root, err := os.ReadFile(r.d.CP.RootTokenPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+strings.TrimSpace(string(root)))
+			return next(ctx, req)
+		}
+	}))
+	secrets := bettercomputev1connect.NewTenantSecretsServiceClient(http.DefaultClient, r.d.CP.APIURL(), connect.WithProtoJSON(), auth)
+	value, _ := json.Marshal(map[string]string{"userData": userDataTemplate})
+	if _, err := secrets.Put(ctx, connect.NewRequest(&v1.PutSecretRequest{Name: "record-ud", Value: value})); err != nil {
+		t.Fatalf("secrets.put(record-ud) = %v", err)
+	}
+	raw := disk.GPTImage(16384, 2048, 16384-34) // an 8 MiB GPT image: the seed goes after its partition
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.ServeContent(w, req, "os.raw", time.Unix(0, 0), bytes.NewReader(raw))
+	}))
+	defer srv.Close()
+	sum := sha256.Sum256(raw)
+	im, err := r.d.API.Images.Register(ctx, connect.NewRequest(&v1.RegisterImageRequest{Name: "record-gpt-os",
+		Source: srv.URL + "/os.raw", Digest: "sha256:" + hex.EncodeToString(sum[:]), Format: "raw", Compression: "none",
+		Size: int64(len(raw))}))
+	if err != nil {
+		t.Fatalf("images.register = %v", err)
+	}
+	with, _ := structpb.NewStruct(map[string]any{"image": im.Msg.Image.Id, "userDataRef": "secret://root/record-ud"})
+	if _, err := r.d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
+		Id: "record-ud-os", Version: 1, Target: "metal", Role: "host",
+		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "boot.kexec"}}}})); err != nil {
+		t.Fatalf("profiles.create = %v", err)
+	}
+	res, err := r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: "record-ud-os", ProfileVersion: 1}))
+	if err != nil {
+		t.Fatalf("metal.deploy record-ud-os = %v", err)
+	}
+	r.wait(ctx, t, id, "deployed")
+	rendered := seedUserData(t, filepath.Join(r.dataDir, "rack", m.Name))
+	tok := regexp.MustCompile(`--token, '([^']+)'`).FindStringSubmatch(rendered)
+	if tok == nil || !token.MatchString(tok[1]) {
+		t.Fatalf("user-data on %s's disk = %q, want the template rendered with a join token", m.Name, rendered)
+	}
+	r.keep(ctx, t, "deploy-userdata.json", res.Msg.WorkflowId, res.Msg.RunId,
+		secretValue{"the user data's join token", []byte(tok[1])},
+		secretValue{"the user-data template", []byte("record-userdata-template")},
+		secretValue{"the rendered user data", []byte(rendered)})
+}
+
+// seedUserData reads user-data from the cidata partition of the machine's
+// disk that has one.
+func seedUserData(t *testing.T, machineDir string) string {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join(machineDir, "*.img"))
+	for _, p := range paths {
+		seed, err := disk.ReadSeed(disk.Disk{Name: filepath.Base(p), Path: p})
+		if err != nil {
+			continue
+		}
+		b, err := iso.ReadFile(bytes.NewReader(seed), "user-data")
+		if err != nil {
+			t.Fatalf("the seed on %s: %v", p, err)
+		}
+		return string(b)
+	}
+	t.Fatalf("no disk of %s (%v) has a cidata partition", machineDir, paths)
+	return ""
+}
+
+// recordRamdiskRestart: an enroll whose ramdisk is killed as it starts the
+// commissioning wipe and the machine reset (it PXE-boots again with its
+// boot's spent token: the site fails the wipe BOOT_STALLED); today's code
+// boots the ramdisk again and resends the wipe (ramdisk-restart-boots-again)
+// and the node ends ready. The machine is in a rack of its own, whose
+// ramdisk tracer is the hook that kills the ramdisk mid-command.
+func recordRamdiskRestart(ctx context.Context, t *testing.T, r *recorder) {
+	crash := &crashAt{kind: "disk.wipe"}
+	rack, err := emulate.Start(ctx, emulate.Config{Machines: 1, Dir: t.TempDir(), BootURL: r.d.Agent.BootURL(),
+		DisksPerMachine: []int64{1 << 30}, Password: recordPassword, RamdiskTracer: crash,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("emulate.Start = %v", err)
+	}
+	defer rack.Close()
+	m := rack.Machines()[0]
+	crashed := make(chan error, 1)
+	crash.crash = func() {
+		ok, err := rack.CrashRamdisk(m.Name)
+		if err == nil && !ok {
+			err = errors.New("no ramdisk was running to crash")
+		}
+		if err == nil {
+			_, err = rack.ResetMachine(m.Name)
+		}
+		crashed <- err
+	}
+	crash.armed.Store(true)
+	res, id := r.enroll(ctx, t, m, recordPassword)
+	select {
+	case err := <-crashed:
+		if err != nil {
+			t.Fatalf("crash the ramdisk mid disk.wipe: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the ramdisk never started disk.wipe")
+	}
+	r.wait(ctx, t, id, "ready")
+	st, err := rack.State(m.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wipes := 0
+	for _, k := range st.RamdiskRan {
+		if k == "disk.wipe" {
+			wipes++
+		}
+	}
+	t.Logf("enroll-restart: %d ramdisk boots, ran %v", st.RamdiskBoots, st.RamdiskRan)
+	if wipes < 2 || st.RamdiskBoots < 3 {
+		t.Fatalf("%d ramdisk boots ran %d disk.wipe, want the killed one resent on a boot after the reset's", st.RamdiskBoots, wipes)
+	}
+	r.keep(ctx, t, "enroll-restart.json", res.WorkflowId, res.RunId)
+}
+
+// crashAt is a ramdisk tracer that, armed, calls crash once when a
+// command of kind starts and holds that command until its ramdisk stops,
+// so the command neither runs nor reports.
+type crashAt struct {
+	noop.TracerProvider
+	kind  string
+	armed atomic.Bool
+	crash func()
+}
+
+func (c *crashAt) Tracer(string, ...trace.TracerOption) trace.Tracer { return crashTracer{c: c} }
+
+type crashTracer struct {
+	noop.Tracer
+	c *crashAt
+}
+
+func (t crashTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if name == "ramdisk "+t.c.kind && t.c.armed.CompareAndSwap(true, false) {
+		go t.c.crash()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+		}
+	}
+	return t.Tracer.Start(ctx, name, opts...)
 }
 
 func history(ctx context.Context, t *testing.T, d *demo.Demo, id, run string) *historypb.History {

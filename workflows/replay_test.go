@@ -15,6 +15,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/proxy"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -33,59 +34,87 @@ type replay struct {
 	file, workflow string
 	activities     int
 	end            enumspb.EventType
+	markers        []string // the GetVersion change ids the run recorded, in order
 }
 
+// GetVersion change ids of the workflows' markers.
+const (
+	bmcStatus      = "bmc-status-attribute"
+	abortSafe      = "abort-leaves-machine-safe"
+	noMAC          = "no-mac-nodes"
+	renderUserData = "render-user-data"
+	ramdiskRestart = "ramdisk-restart-boots-again"
+)
+
+// bs is the marker every run since bmc-status-attribute records first.
+var bs = []string{bmcStatus}
+
 // replayed is every recorded history TestReplay replays: the run's file,
-// workflow type, scheduled activities (local activities aside) and last
-// event. Each workflow type the control plane's worker registers has a
+// workflow type, scheduled activities (local activities aside), last
+// event and GetVersion markers. Each workflow type the control plane's worker registers has a
 // completed run; the paths behind a workflow.GetVersion marker have a run
 // of today's code and one recorded at the parent of the commit that
-// introduced the marker (the "-pre-" files), which only the marker's
-// DefaultVersion branch replays.
+// introduced the marker (the "-pre-" files, which lack it), which only the
+// marker's DefaultVersion branch replays.
 var replayed = []replay{
 	// Recorded at 3a11b55, before any GetVersion marker.
-	{"enroll-3a11b55.json", wf.Enroll, 16, completed},
-	{"deploy-3a11b55.json", wf.Deploy, 15, completed},
-	{"undeploy-3a11b55.json", wf.Undeploy, 15, completed},
+	{"enroll-3a11b55.json", wf.Enroll, 16, completed, nil},
+	{"deploy-3a11b55.json", wf.Deploy, 15, completed, nil},
+	{"undeploy-3a11b55.json", wf.Undeploy, 15, completed, nil},
 	// Recorded at 004ee97 (record_test.go), one of each workflow type.
-	{"enroll.json", wf.Enroll, 16, completed},
-	{"deploy.json", wf.Deploy, 15, completed},
-	{"undeploy.json", wf.Undeploy, 15, completed},
-	{"manage.json", wf.Manage, 3, completed},
-	{"inspect-manageable.json", wf.Inspect, 13, completed},
-	{"inspect-ready.json", wf.Inspect, 16, completed},
-	{"provide.json", wf.Provide, 13, completed},
-	{"rescue.json", wf.Rescue, 9, completed},
-	{"unrescue.json", wf.Unrescue, 6, completed},
-	{"power.json", wf.Power, 2, completed},
-	{"retire.json", wf.Retire, 14, completed},
-	{"recover.json", wf.Recover, 13, completed},
-	{"update.json", wf.UpdateBMC, 2, completed},
+	{"enroll.json", wf.Enroll, 16, completed, bs},
+	{"deploy.json", wf.Deploy, 15, completed, bs},
+	{"undeploy.json", wf.Undeploy, 15, completed, bs},
+	{"manage.json", wf.Manage, 3, completed, bs},
+	{"inspect-manageable.json", wf.Inspect, 13, completed, bs},
+	{"inspect-ready.json", wf.Inspect, 16, completed, bs},
+	{"provide.json", wf.Provide, 13, completed, bs},
+	{"rescue.json", wf.Rescue, 9, completed, bs},
+	{"unrescue.json", wf.Unrescue, 6, completed, bs},
+	{"power.json", wf.Power, 2, completed, bs},
+	{"retire.json", wf.Retire, 14, completed, bs},
+	{"recover.json", wf.Recover, 13, completed, bs},
+	{"update.json", wf.UpdateBMC, 2, completed, nil},
 	// The GetVersion paths at 004ee97: abort-leaves-machine-safe (power
 	// off, boot entry cleared, next boot disk after the cancel),
 	// no-mac-nodes (recover asks the BMC first, retire skips the ramdisk),
 	// bmc-status-attribute (the signal and the upserts), and an enroll by
 	// product UUID (ensureRamdisk's PXE discovery and metal confirm-mac).
-	{"deploy-aborted.json", wf.Deploy, 14, canceled},
-	{"enroll-wrong-password.json", wf.Enroll, 3, failed},
-	{"recover-nomac.json", wf.Recover, 15, completed},
-	{"retire-nomac.json", wf.Retire, 6, completed},
-	{"enroll-bmcstatus.json", wf.Enroll, 16, completed},
-	{"enroll-nomac.json", wf.Enroll, 23, completed},
+	{"deploy-aborted.json", wf.Deploy, 14, canceled, []string{bmcStatus, abortSafe}},
+	{"enroll-wrong-password.json", wf.Enroll, 3, failed, bs},
+	{"recover-nomac.json", wf.Recover, 15, completed, []string{bmcStatus, noMAC}},
+	{"retire-nomac.json", wf.Retire, 6, completed, []string{bmcStatus, noMAC}},
+	{"enroll-bmcstatus.json", wf.Enroll, 16, completed, bs},
+	{"enroll-nomac.json", wf.Enroll, 23, completed, bs},
 	// Recorded at 00be436, after the deploy switch became the registry's
 	// plan (profile.get's result carries it): a deploy, and one aborted.
-	{"deploy-plan.json", wf.Deploy, 15, completed},
-	{"deploy-aborted-plan.json", wf.Deploy, 15, canceled},
+	{"deploy-plan.json", wf.Deploy, 15, completed, bs},
+	{"deploy-aborted-plan.json", wf.Deploy, 15, canceled, []string{bmcStatus, abortSafe}},
 	// The same paths recorded at the parent of the commit that introduced
 	// each marker: abort-leaves-machine-safe at a8ace5b (4dac56b^),
 	// no-mac-nodes at a19d215 (fa39506^: recover and retire failed
 	// UNSUPPORTED there), bmc-status-attribute at 9763eab (df7f353^, the
 	// same failing-then-answering BMC, and the bmc-status signal an
 	// upgraded control plane would relay to that run, sent by hand).
-	{"deploy-aborted-pre-abortsafe.json", wf.Deploy, 11, canceled},
-	{"recover-nomac-pre-nomac.json", wf.Recover, 3, failed},
-	{"retire-nomac-pre-nomac.json", wf.Retire, 3, failed},
-	{"enroll-pre-bmcstatus.json", wf.Enroll, 16, completed},
+	{"deploy-aborted-pre-abortsafe.json", wf.Deploy, 11, canceled, nil},
+	{"recover-nomac-pre-nomac.json", wf.Recover, 3, failed, nil},
+	{"retire-nomac-pre-nomac.json", wf.Retire, 3, failed, nil},
+	{"enroll-pre-bmcstatus.json", wf.Enroll, 16, completed, nil},
+	// render-user-data: a deploy whose deploy.image names user data (a
+	// template in a named secret, rendered with a join token by
+	// userdata.render) recorded at 46487eb; the same profile's deploy at
+	// 247a673 (c9ebd42^), which passed the reference to deploy.image as it
+	// was (refused there: no digest; no user-data secrets yet).
+	{"deploy-userdata.json", wf.Deploy, 16, completed, []string{bmcStatus, renderUserData}},
+	{"deploy-userdata-pre-userdata.json", wf.Deploy, 11, failed, bs},
+	// ramdisk-restart-boots-again: an enroll whose ramdisk is killed as it
+	// starts the commissioning wipe and the machine PXE-boots again, so the
+	// site fails the wipe BOOT_STALLED: at 46487eb the run boots the
+	// ramdisk again and resends the wipe; at e354930 (7ec6cde^) the enroll
+	// fails there (recorded with the machine hanging after its script fetch:
+	// that commit's site misses a restart whose ramdisk joins at once).
+	{"enroll-restart.json", wf.Enroll, 21, completed, []string{bmcStatus, ramdiskRestart}},
+	{"enroll-restart-pre-restart.json", wf.Enroll, 13, failed, bs},
 }
 
 // TestReplay replays each recorded history (record_test.go: from the demo,
@@ -116,6 +145,9 @@ func TestReplay(t *testing.T) {
 				t.Fatalf("%s = %s with %d activities ending %v, want %s with %d ending %v", tc.file, typ, scheduled, last,
 					tc.workflow, tc.activities, tc.end)
 			}
+			if got := markers(t, h); !slices.Equal(got, tc.markers) {
+				t.Errorf("%s records GetVersion markers %q, want %q", tc.file, got, tc.markers)
+			}
 			noSecrets(t, tc.file, h)
 			r := sdkworker.NewWorkflowReplayer()
 			worker.RegisterWorkflows(r)
@@ -137,10 +169,29 @@ func TestReplayCoversEveryWorkflow(t *testing.T) {
 	}
 }
 
+// markers are the change ids of h's GetVersion markers, in order.
+func markers(t *testing.T, h *historypb.History) []string {
+	t.Helper()
+	var ids []string
+	for _, ev := range h.GetEvents() {
+		m := ev.GetMarkerRecordedEventAttributes()
+		if ev.GetEventType() != enumspb.EVENT_TYPE_MARKER_RECORDED || m.GetMarkerName() != "Version" {
+			continue
+		}
+		var id string
+		if err := converter.GetDefaultDataConverter().FromPayloads(m.GetDetails()["change-id"], &id); err != nil {
+			t.Fatalf("a Version marker's change-id: %v", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // secret matches what a committed history must not hold in any payload: a
-// join token in clear (the recorder redacts them to bc*_redacted) or a
-// private key.
-var secret = regexp.MustCompile(`bc(disc|prov|site)_[a-z2-7]{16,}|PRIVATE KEY`)
+// join token in clear (the recorder redacts them to bc*_redacted), a
+// private key, or user data (a cloud-config: a profile's secret template or
+// its rendering).
+var secret = regexp.MustCompile(`bc(disc|prov|site)_[a-z2-7]{16,}|PRIVATE KEY|#cloud-config`)
 
 // noSecrets fails when a payload of h (decoded JSON, not the file's
 // base64) holds a secret.
