@@ -349,3 +349,64 @@ func TestRelayFailsCommandOfASpentTokenJoin(t *testing.T) {
 		t.Fatal("relay activity still waits 15s after its ramdisk's join was refused")
 	}
 }
+
+// TestRelayFailsCommandOfAGoneRamdisk: a command for a node whose ramdisk
+// boot is not in progress (here boot.kexec after the boot entry was set to
+// the disk) fails BOOT_STALLED once no ramdisk of the node has talked to
+// the relay for RamdiskGone - the ramdisk died before taking it (its machine
+// then booted its disk), or kexeced and the agent lost its result, and
+// nothing would ever answer - while a ramdisk that keeps polling keeps its
+// command alive however long it runs.
+func TestRelayFailsCommandOfAGoneRamdisk(t *testing.T) {
+	t.Parallel()
+	cp := fakecp.Start(t)
+	cfg := testConfig(t, cp)
+	cfg.BootStall = time.Hour
+	cfg.RamdiskGone = 2 * time.Second
+	a := startAgent(t, cfg)
+	env := activityEnv(a, nil)
+	if err := a.boot.SetEntry(kinds.BootEntry{NodeID: nodeA, MACs: []string{"52:54:00:aa:00:31"}}); err != nil { // boots its disk
+		t.Fatal(err)
+	}
+
+	// A live ramdisk: it takes the command and keeps polling; the command
+	// waits for its result.
+	live := ramdiskClient(t, cp, pki.RoleRamdisk, nodeA)
+	cmd := kinds.Command{ID: "cmd_kexec_live", NodeID: nodeA, Kind: kinds.BootKexec, Payload: json.RawMessage(`{}`)}
+	done := runRelay(env, cmd)
+	if status, got := nextCommand(t, live, a, "5s"); status != http.StatusOK || got.ID != cmd.ID {
+		t.Fatalf("the ramdisk's next = %d %+v, want the command", status, got)
+	}
+	for end := time.Now().Add(3 * cfg.RamdiskGone); time.Now().Before(end); {
+		nextCommand(t, live, a, "500ms")
+		select {
+		case o := <-done:
+			t.Fatalf("relay activity ended while its ramdisk polls: %+v, %v", o.res, o.err)
+		default:
+		}
+	}
+	res := kinds.Result{CommandID: cmd.ID, Kind: cmd.Kind, OK: true, Payload: json.RawMessage(`{}`)}
+	if status, body := call(t, live, http.MethodPost, a.RelayURL()+"/v1/commands/"+cmd.ID+"/result", res); status != http.StatusNoContent {
+		t.Fatalf("POST result = %d %s", status, body)
+	}
+	if o := <-done; o.err != nil || !o.res.OK {
+		t.Fatalf("relay activity = %+v, %v; want the live ramdisk's result", o.res, o.err)
+	}
+
+	// No ramdisk polls any more (it kexeced or died): the next command
+	// fails about RamdiskGone after the ramdisk last talked.
+	start := time.Now()
+	gone := kinds.Command{ID: "cmd_kexec_gone", NodeID: nodeA, Kind: kinds.BootKexec, Payload: json.RawMessage(`{}`)}
+	done = runRelay(env, gone)
+	select {
+	case o := <-done:
+		if errs.FromTemporal(o.err) != errs.BootStalled || !strings.Contains(o.err.Error(), "no ramdisk of "+nodeA) {
+			t.Errorf("relay activity = %v, want BOOT_STALLED saying no ramdisk of %s talks to the relay", o.err, nodeA)
+		}
+		if took := time.Since(start); took < cfg.RamdiskGone-time.Second || took > cfg.RamdiskGone+5*time.Second {
+			t.Errorf("the command failed %v after the ramdisk last talked, want about %v", took, cfg.RamdiskGone)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("relay activity still waits 15s for a ramdisk nobody runs")
+	}
+}

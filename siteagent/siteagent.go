@@ -57,6 +57,10 @@ type Config struct {
 	// command waiting for it fails with BOOT_STALLED (site.DefaultBootStall
 	// when zero).
 	BootStall time.Duration
+	// RamdiskGone is how long a command may wait for a node none of whose
+	// ramdisks talks to the relay, with no ramdisk boot of it in progress,
+	// before it fails with BOOT_STALLED (site.DefaultRamdiskGone when zero).
+	RamdiskGone time.Duration
 	// PXE is network boot: proxy DHCP and TFTP for iPXE on the
 	// provisioning interface; off when PXE.Interface is "". Its address is
 	// the advertised host unless AdvertiseHost is set.
@@ -296,7 +300,7 @@ func (a *Agent) assemble(ctx context.Context, host string) error {
 	a.attempts = site.NewAttemptsClient(cp, a.cfg.ControlPlaneURL)
 	a.acts = &site.Activities{
 		Drivers: a.cfg.Drivers, Secrets: site.NewSecretsClient(cp, a.cfg.ControlPlaneURL), LookupEnv: a.cfg.LookupEnv, AllowEnv: a.cfg.AllowEnv, BMCNetworks: a.cfg.BMCNetworks, BMCs: site.NewBMCGate(a.bmcGateConfig()),
-		Boot: a.boot, Cache: a.cache, Relay: a.relay, BootStall: a.cfg.BootStall, Logger: a.log,
+		Boot: a.boot, Cache: a.cache, Relay: a.relay, BootStall: a.cfg.BootStall, RamdiskGone: a.cfg.RamdiskGone, Logger: a.log,
 	}
 	return nil
 }

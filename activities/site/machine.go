@@ -138,25 +138,37 @@ func (a *Activities) countRelayed(kind, outcome string) {
 
 // watchBoot heartbeats where the node's ramdisk boot is while the command
 // waits for that ramdisk (`commands list` and `metal get` show it), and ends
-// the command when the boot stalls (see BootTable.Stalled), until ctx ends.
+// the command when the boot stalls (see BootTable.Stalled) or, with no boot
+// in progress, when no ramdisk of the node is there (see ramdiskGone),
+// until ctx ends.
 func (a *Activities) watchBoot(ctx context.Context, nodeID string, last *atomic.Pointer[kinds.Progress], stalled context.CancelCauseFunc) {
-	if a.Boot == nil {
-		return
-	}
 	after := a.BootStall
 	if after <= 0 {
 		after = DefaultBootStall
 	}
-	t := time.NewTicker(min(time.Second, after/4))
+	gone := a.RamdiskGone
+	if gone <= 0 {
+		gone = DefaultRamdiskGone
+	}
+	t := time.NewTicker(min(time.Second, after/4, gone/4))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.Boot.Stalled(nodeID, after); err != nil {
+			if a.Boot != nil {
+				if err := a.Boot.Stalled(nodeID, after); err != nil {
+					stalled(err)
+					return
+				}
+			}
+			if err := a.ramdiskGone(nodeID, gone); err != nil {
 				stalled(err)
 				return
+			}
+			if a.Boot == nil {
+				continue
 			}
 			if where := a.Boot.Progress(nodeID); where != "" {
 				p := *last.Load()
@@ -166,6 +178,33 @@ func (a *Activities) watchBoot(ctx context.Context, nodeID string, last *atomic.
 			}
 		}
 	}
+}
+
+// ramdiskGone is BOOT_STALLED when no ramdisk boot of the node is in
+// progress (none followed, or its ramdisk joined) and no ramdisk of the node
+// has talked to the relay for gone (since the relay started, if never; an
+// activity retried after a heartbeat timeout does not start the count
+// again): a running ramdisk polls the relay all the time,
+// so none runs - it died before or while it ran the command (a boot.kexec
+// whose machine then booted its disk, or that kexeced and whose result this
+// agent lost in a restart), and nothing will ever answer. nil when the
+// relay cannot tell (a Relay without Heard).
+func (a *Activities) ramdiskGone(nodeID string, gone time.Duration) error {
+	h, ok := a.Relay.(RamdiskHearing)
+	if !ok || (a.Boot != nil && a.Boot.Progress(nodeID) != "") {
+		return nil
+	}
+	at, polling := h.Heard(nodeID)
+	if polling {
+		return nil
+	}
+	quiet := time.Since(at)
+	if quiet <= gone {
+		return nil
+	}
+	return errs.New(errs.BootStalled, "no ramdisk of %s has talked to this site agent's relay for %s, and no ramdisk "+
+		"boot of it is in progress: none runs (it stopped or died before answering, or the machine booted its disk); "+
+		"boot the ramdisk again", nodeID, quiet.Round(time.Second))
 }
 
 // heartbeatLoop heartbeats the last progress every heartbeatEvery until

@@ -59,6 +59,13 @@ type Relay interface {
 	Run(ctx context.Context, cmd kinds.Command, progress func(kinds.Progress)) (kinds.Result, error)
 }
 
+// RamdiskHearing is a Relay that knows whether a node's ramdisk is there:
+// when it last talked to the relay (when the relay started, if never), and
+// whether it is polling right now (siteagent/relay's does).
+type RamdiskHearing interface {
+	Heard(nodeID string) (at time.Time, polling bool)
+}
+
 // SecretResolver resolves a secret:// reference to its values.
 type SecretResolver interface {
 	Resolve(ctx context.Context, ref string) (map[string]string, error)
@@ -87,6 +94,12 @@ type Activities struct {
 	// answer, script, kernel, initramfs, relay) before a command waiting for
 	// its ramdisk fails with BOOT_STALLED; DefaultBootStall when zero.
 	BootStall time.Duration
+	// RamdiskGone is how long a command may wait for a node whose ramdisk
+	// is not heard from (no poll, progress or result) while no ramdisk boot
+	// of it is in progress before it fails with BOOT_STALLED (the ramdisk
+	// died; see ramdiskGone); DefaultRamdiskGone when zero. Only a Relay
+	// that is a RamdiskHearing can tell.
+	RamdiskGone time.Duration
 	// Relayed hears each relayed command's kind and outcome (succeeded,
 	// failed, stalled), for the metrics; nil counts nothing.
 	Relayed func(kind, outcome string)
@@ -102,6 +115,10 @@ type Activities struct {
 
 // DefaultBootStall leaves a server's firmware time to power on and POST.
 const DefaultBootStall = 5 * time.Minute
+
+// DefaultRamdiskGone: a running ramdisk polls the relay at least every 25 s
+// and retries a failed poll within 5 s, so two minutes unheard is none.
+const DefaultRamdiskGone = 2 * time.Minute
 
 // Register registers every site kind and every relayed ramdisk kind under
 // its name.

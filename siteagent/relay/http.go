@@ -64,6 +64,7 @@ func (r *Relay) withNode(h func(http.ResponseWriter, *http.Request, string)) htt
 			writeError(w, errs.New(errs.PermissionDenied, "only a ramdisk's node certificate may take commands, not %s/%s", role, id))
 			return
 		}
+		r.hear(id)
 		if r.cfg.Seen != nil {
 			r.cfg.Seen(id)
 		}

@@ -24,7 +24,17 @@ func (r *Relay) take(ctx context.Context, node, boot string, wait time.Duration)
 	defer timer.Stop()
 	r.mu.Lock()
 	r.reclaimLocked(node, boot)
+	r.polling[node]++
 	r.mu.Unlock()
+	defer func() { // the ramdisk was there until now
+		r.mu.Lock()
+		r.polling[node]--
+		if r.polling[node] == 0 {
+			delete(r.polling, node)
+		}
+		r.heard[node] = time.Now()
+		r.mu.Unlock()
+	}()
 	for {
 		r.mu.Lock()
 		q := r.queueLocked(node)

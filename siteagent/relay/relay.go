@@ -102,10 +102,13 @@ type Relay struct {
 	log    *slog.Logger
 	tracer trace.Tracer
 
-	mu     sync.Mutex
-	cmds   map[string]*command
-	queues map[string]*queue
-	kept   map[keptKey]kept
+	mu      sync.Mutex
+	cmds    map[string]*command
+	queues  map[string]*queue
+	kept    map[keptKey]kept
+	started time.Time
+	heard   map[string]time.Time // by node: when its ramdisk last talked to the relay
+	polling map[string]int       // by node: its ramdisk's long polls open now
 }
 
 // New returns a relay.
@@ -124,7 +127,7 @@ func New(cfg Config) (*Relay, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Relay{cfg: cfg, log: log, tracer: tracing.Tracer(cfg.Tracer, "better-compute/relay"),
-		cmds: map[string]*command{}, queues: map[string]*queue{}, kept: map[keptKey]kept{}}, nil
+		cmds: map[string]*command{}, queues: map[string]*queue{}, kept: map[keptKey]kept{}, heard: map[string]time.Time{}, polling: map[string]int{}, started: time.Now()}, nil
 }
 
 // Run sends cmd to its node's ramdisk and waits for the result. A result
@@ -159,6 +162,28 @@ func (r *Relay) Run(ctx context.Context, cmd kinds.Command, progress func(kinds.
 			}
 		}
 	}
+}
+
+// Heard is when node's ramdisk last talked to the relay (a poll for its
+// next command, progress, a result), or when the relay started if none has
+// since, and whether one is polling right now. A running ramdisk polls at
+// least every long poll's wait (at most MaxWait) and retries a failed poll
+// within seconds, so a node not heard from for much longer runs no
+// ramdisk.
+func (r *Relay) Heard(node string) (at time.Time, polling bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.heard[node]
+	if !ok {
+		at = r.started
+	}
+	return at, r.polling[node] > 0
+}
+
+func (r *Relay) hear(node string) {
+	r.mu.Lock()
+	r.heard[node] = time.Now()
+	r.mu.Unlock()
 }
 
 // attach finds or queues cmd and counts a waiter on it, or returns a kept
