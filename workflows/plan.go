@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/sdk"
@@ -92,8 +93,30 @@ func (d *deployer) step(s sdk.PlannedStep) error {
 	}
 	if s.Use == kinds.BootKexec { // the ramdisk is gone: the machine runs its OS
 		d.ramdiskUp = false
+		err = d.kexecGone(err)
 	}
 	return err
+}
+
+// kexecGone is the workflow.GetVersion change id of power-cycling a machine
+// whose boot.kexec failed BOOT_STALLED: histories from before failed the
+// verb there.
+const kexecGone = "kexec-gone-power-cycles"
+
+// kexecGone is boot.kexec's err, or, when the site says BOOT_STALLED (no
+// ramdisk of the node is there: it died before taking the command, or it
+// kexeced and its result was lost in a site agent restart), the power
+// cycle that boots the OS from the disk instead: run1 set the node's boot
+// entry and boot device to its disk before sending boot.kexec, and the image
+// is written and verified. boot.kexec is not resent (a fresh ramdisk boot
+// would race the disk boot; see step).
+func (d *deployer) kexecGone(err error) error {
+	if kindOf(err) != errs.BootStalled ||
+		workflow.GetVersion(d.ctx, kexecGone, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return err
+	}
+	workflow.GetLogger(d.ctx).Warn("no ramdisk to kexec the OS; power-cycling the machine into its disk", "node", d.in.NodeID, "err", err)
+	return d.power(bmc.PowerCycle)
 }
 
 // inputs are the step's with values, the fields it reads from an earlier

@@ -1,10 +1,12 @@
 package workflows_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
@@ -78,5 +80,34 @@ func TestDeployBootsAgainWhenTheRamdiskRestartsMidDeploy(t *testing.T) {
 	}
 	if ids := commandIDs(f, kinds.DeployImage); len(ids) != 3 || ids[1] == ids[2] {
 		t.Errorf("deploy.image command ids = %v, want three, the resend a new one", ids)
+	}
+}
+
+// TestDeployPowerCyclesWhenNoRamdiskKexecs: boot.kexec failing BOOT_STALLED
+// (no ramdisk of the node talks to the site: it died before taking the
+// command, or kexeced and its result was lost) power-cycles the machine,
+// whose boot entry and boot device already point at its disk, so it boots
+// the OS deploy.image wrote; the deploy ends deployed, boot.kexec sent once.
+func TestDeployPowerCyclesWhenNoRamdiskKexecs(t *testing.T) {
+	f := newFake("bcd", nodestate.Ready)
+	f.fail[kinds.BootKexec] = errs.New(errs.BootStalled, "no ramdisk of node_1 has talked to this site agent's relay for 2m0s")
+	res, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1})
+	if err != nil || res.State != nodestate.Deployed {
+		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)
+	}
+	i := slices.Index(f.calls, kinds.BootKexec)
+	if i < 0 || i+1 >= len(f.calls) || f.calls[i+1] != kinds.PowerSetPower {
+		t.Fatalf("Deploy activities = %v; want power.setPower right after boot.kexec", f.calls)
+	}
+	if n := len(f.inputs[kinds.BootKexec]); n != 1 {
+		t.Errorf("boot.kexec sent %d times, want once", n)
+	}
+	powers := f.inputs[kinds.PowerSetPower]
+	if last := powers[len(powers)-1].(kinds.SetPowerInput); last.Action != bmc.PowerCycle {
+		t.Errorf("the power command after boot.kexec = %+v, want a power cycle", last)
+	}
+	devs := f.inputs[kinds.ManagementSetBootDevice]
+	if last := devs[len(devs)-1].(kinds.SetBootDeviceInput); last.Device != bmc.BootDisk || !last.Persistent {
+		t.Errorf("the last boot device set = %+v, want the disk, persistently", last)
 	}
 }
