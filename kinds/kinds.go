@@ -235,4 +235,9 @@ type Progress struct {
 	// BMC is the node's BMC while it fails to answer ("BMC H unreachable
 	// since T: <its last answer>"), while the command waits on it.
 	BMC string `json:"bmc,omitempty"`
+	// RamdiskHeard is when the site agent last heard from the node's
+	// ramdisk (or started, if it never did) while the command waited with
+	// no ramdisk boot in progress; the next attempt carries it on, so a
+	// site agent restart does not start its count of silence again.
+	RamdiskHeard time.Time `json:"ramdiskHeard,omitzero"`
 }

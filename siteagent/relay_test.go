@@ -410,3 +410,35 @@ func TestRelayFailsCommandOfAGoneRamdisk(t *testing.T) {
 		t.Fatal("relay activity still waits 15s for a ramdisk nobody runs")
 	}
 }
+
+// TestRelayGoneRamdiskCountsAcrossRestarts: the silence of a node's
+// ramdisk counts from what the last attempt's heartbeats said
+// (Progress.RamdiskHeard), not again from a restarted agent's start: a
+// command retried on an agent that never heard the ramdisk fails
+// BOOT_STALLED at once when the last attempt last heard it RamdiskGone ago.
+func TestRelayGoneRamdiskCountsAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	cp := fakecp.Start(t)
+	cfg := testConfig(t, cp)
+	cfg.BootStall = time.Hour
+	cfg.RamdiskGone = 20 * time.Second
+	a := startAgent(t, cfg)
+	env := activityEnv(a, nil)
+	if err := a.boot.SetEntry(kinds.BootEntry{NodeID: nodeA, MACs: []string{"52:54:00:aa:00:41"}}); err != nil {
+		t.Fatal(err)
+	}
+	env.SetHeartbeatDetails(kinds.Progress{CommandID: "cmd_kexec_retried", RamdiskHeard: time.Now().Add(-time.Minute)})
+	start := time.Now()
+	done := runRelay(env, kinds.Command{ID: "cmd_kexec_retried", NodeID: nodeA, Kind: kinds.BootKexec, Payload: json.RawMessage(`{}`)})
+	select {
+	case o := <-done:
+		if errs.FromTemporal(o.err) != errs.BootStalled || !strings.Contains(o.err.Error(), "no ramdisk of "+nodeA) {
+			t.Errorf("relay activity = %v, want BOOT_STALLED saying no ramdisk of %s talks to the relay", o.err, nodeA)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("the retried command failed %v after it started, want within seconds (its ramdisk was last heard a minute ago)", took)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the retried command still waits 15s; its ramdisk was last heard a minute ago")
+	}
+}

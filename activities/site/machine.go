@@ -85,11 +85,15 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 	defer func() { a.countRelayed(cmd.Kind, outcome) }()
 	last := &atomic.Pointer[kinds.Progress]{}
 	last.Store(&kinds.Progress{CommandID: cmd.ID})
+	var before kinds.Progress // the last attempt's last heartbeat
+	if activity.HasHeartbeatDetails(ctx) {
+		_ = activity.GetHeartbeatDetails(ctx, &before)
+	}
 	stop := heartbeatLoop(ctx, last)
 	defer stop()
 	rctx, stalled := context.WithCancelCause(ctx)
 	defer stalled(nil)
-	go a.watchBoot(rctx, cmd.NodeID, last, stalled)
+	go a.watchBoot(rctx, cmd.NodeID, before.RamdiskHeard, last, stalled)
 	res, err := a.Relay.Run(rctx, cmd, func(p kinds.Progress) {
 		last.Store(&p)
 		activity.RecordHeartbeat(ctx, p)
@@ -141,7 +145,7 @@ func (a *Activities) countRelayed(kind, outcome string) {
 // the command when the boot stalls (see BootTable.Stalled) or, with no boot
 // in progress, when no ramdisk of the node is there (see ramdiskGone),
 // until ctx ends.
-func (a *Activities) watchBoot(ctx context.Context, nodeID string, last *atomic.Pointer[kinds.Progress], stalled context.CancelCauseFunc) {
+func (a *Activities) watchBoot(ctx context.Context, nodeID string, heardBefore time.Time, last *atomic.Pointer[kinds.Progress], stalled context.CancelCauseFunc) {
 	after := a.BootStall
 	if after <= 0 {
 		after = DefaultBootStall
@@ -163,9 +167,14 @@ func (a *Activities) watchBoot(ctx context.Context, nodeID string, last *atomic.
 					return
 				}
 			}
-			if err := a.ramdiskGone(nodeID, gone); err != nil {
+			heard, err := a.ramdiskGone(nodeID, gone, heardBefore)
+			if err != nil {
 				stalled(err)
 				return
+			}
+			if p := *last.Load(); !heard.IsZero() && !p.RamdiskHeard.Equal(heard) {
+				p.RamdiskHeard = heard // the heartbeats carry it to the next attempt
+				last.Store(&p)
 			}
 			if a.Boot == nil {
 				continue
@@ -182,27 +191,32 @@ func (a *Activities) watchBoot(ctx context.Context, nodeID string, last *atomic.
 
 // ramdiskGone is BOOT_STALLED when no ramdisk boot of the node is in
 // progress (none followed, or its ramdisk joined) and no ramdisk of the node
-// has talked to the relay for gone (since the relay started, if never; an
-// activity retried after a heartbeat timeout does not start the count
-// again): a running ramdisk polls the relay all the time,
-// so none runs - it died before or while it ran the command (a boot.kexec
-// whose machine then booted its disk, or that kexeced and whose result this
-// agent lost in a restart), and nothing will ever answer. nil when the
-// relay cannot tell (a Relay without Heard).
-func (a *Activities) ramdiskGone(nodeID string, gone time.Duration) error {
+// has talked to the relay for gone: a running ramdisk polls the relay all
+// the time, so none runs - it died before or while it ran the command (a
+// boot.kexec whose machine then booted its disk, or that kexeced and whose
+// result this agent lost in a restart), and nothing will ever answer. The
+// silence counts from when the relay last heard the ramdisk, or, if it
+// never did (this agent restarted), from heardBefore, what the last
+// attempt's heartbeats said, or else the relay's start. It returns that
+// time (zero while a boot is in progress, or the relay cannot tell: a Relay
+// without Heard).
+func (a *Activities) ramdiskGone(nodeID string, gone time.Duration, heardBefore time.Time) (time.Time, error) {
 	h, ok := a.Relay.(RamdiskHearing)
 	if !ok || (a.Boot != nil && a.Boot.Progress(nodeID) != "") {
-		return nil
+		return time.Time{}, nil
 	}
-	at, polling := h.Heard(nodeID)
+	at, known, polling := h.Heard(nodeID)
 	if polling {
-		return nil
+		return time.Now(), nil
+	}
+	if !known && !heardBefore.IsZero() && heardBefore.Before(at) {
+		at = heardBefore
 	}
 	quiet := time.Since(at)
 	if quiet <= gone {
-		return nil
+		return at, nil
 	}
-	return errs.New(errs.BootStalled, "no ramdisk of %s has talked to this site agent's relay for %s, and no ramdisk "+
+	return at, errs.New(errs.BootStalled, "no ramdisk of %s has talked to this site agent's relay for %s, and no ramdisk "+
 		"boot of it is in progress: none runs (it stopped or died before answering, or the machine booted its disk); "+
 		"boot the ramdisk again", nodeID, quiet.Round(time.Second))
 }

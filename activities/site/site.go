@@ -60,10 +60,10 @@ type Relay interface {
 }
 
 // RamdiskHearing is a Relay that knows whether a node's ramdisk is there:
-// when it last talked to the relay (when the relay started, if never), and
-// whether it is polling right now (siteagent/relay's does).
+// when it last talked to the relay (known), or when the relay started if
+// never, and whether it is polling right now (siteagent/relay's does).
 type RamdiskHearing interface {
-	Heard(nodeID string) (at time.Time, polling bool)
+	Heard(nodeID string) (at time.Time, known, polling bool)
 }
 
 // SecretResolver resolves a secret:// reference to its values.
@@ -117,8 +117,8 @@ type Activities struct {
 const DefaultBootStall = 5 * time.Minute
 
 // DefaultRamdiskGone: a running ramdisk polls the relay at least every 25 s
-// and retries a failed poll within 5 s, so two minutes unheard is none.
-const DefaultRamdiskGone = 2 * time.Minute
+// and retries a failed poll within 5 s, so 90 s unheard is none.
+const DefaultRamdiskGone = 90 * time.Second
 
 // Register registers every site kind and every relayed ramdisk kind under
 // its name.

@@ -165,19 +165,19 @@ func (r *Relay) Run(ctx context.Context, cmd kinds.Command, progress func(kinds.
 }
 
 // Heard is when node's ramdisk last talked to the relay (a poll for its
-// next command, progress, a result), or when the relay started if none has
-// since, and whether one is polling right now. A running ramdisk polls at
-// least every long poll's wait (at most MaxWait) and retries a failed poll
-// within seconds, so a node not heard from for much longer runs no
-// ramdisk.
-func (r *Relay) Heard(node string) (at time.Time, polling bool) {
+// next command, progress, a result), with known true, or when the relay
+// started if none has since, and whether one is polling right now. A
+// running ramdisk polls at least every long poll's wait (at most MaxWait)
+// and retries a failed poll within seconds, so a node not heard from for
+// much longer runs no ramdisk.
+func (r *Relay) Heard(node string) (at time.Time, known, polling bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	at, ok := r.heard[node]
-	if !ok {
+	at, known = r.heard[node]
+	if !known {
 		at = r.started
 	}
-	return at, r.polling[node] > 0
+	return at, known, r.polling[node] > 0
 }
 
 func (r *Relay) hear(node string) {
