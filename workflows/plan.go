@@ -183,8 +183,12 @@ func (d *deployer) pinImage(id string) (pinned, error) {
 		kinds.ImageInput{TenantID: d.in.TenantID, ImageID: id, Owner: d.owner}).Get(d.ctx, &img); err != nil {
 		return pinned{}, err
 	}
+	// The site heartbeats every 5 s while it fetches or waits for the
+	// image, so a site agent that dies under it is noticed within 20 s and
+	// the fetch retried, not after cacheTimeout.
 	var cached kinds.EnsureImageOutput
-	if _, err := d.send(kinds.CacheEnsureImage, "site", cacheTimeout, img, &cached); err != nil {
+	step, _ := d.next(kinds.CacheEnsureImage)
+	if err := d.command(step, kinds.CacheEnsureImage, "site", d.siteOptions(step, cacheTimeout, 20*time.Second), img, &cached); err != nil {
 		return pinned{}, err
 	}
 	return pinned{EnsureImageInput: img, Path: cached.Path}, nil

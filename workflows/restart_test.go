@@ -1,10 +1,15 @@
 package workflows_test
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
@@ -109,5 +114,29 @@ func TestDeployPowerCyclesWhenNoRamdiskKexecs(t *testing.T) {
 	devs := f.inputs[kinds.ManagementSetBootDevice]
 	if last := devs[len(devs)-1].(kinds.SetBootDeviceInput); last.Device != bmc.BootDisk || !last.Persistent {
 		t.Errorf("the last boot device set = %+v, want the disk, persistently", last)
+	}
+}
+
+// TestDeployEnsuresImageWithAHeartbeatTimeout: cache.ensureImage is
+// scheduled with a heartbeat timeout (the site heartbeats every 5 s while
+// it fetches or waits for the image), so a site agent killed under it is
+// noticed in seconds and the fetch retried; with none, its 4-hour
+// start-to-close timeout held the deploy (chaos: a deploy waited 4 minutes
+// on attempt 1 of cache.ensureImage after a bcd site kill -9).
+func TestDeployEnsuresImageWithAHeartbeatTimeout(t *testing.T) {
+	f := newFake("bcd", nodestate.Ready)
+	var hb []time.Duration
+	res, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1}, func(env *testsuite.TestWorkflowEnvironment) {
+		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == kinds.CacheEnsureImage {
+				hb = append(hb, info.HeartbeatTimeout)
+			}
+		})
+	})
+	if err != nil || res.State != nodestate.Deployed {
+		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)
+	}
+	if len(hb) != 1 || hb[0] <= 0 || hb[0] > time.Minute {
+		t.Errorf("cache.ensureImage heartbeat timeouts = %v, want one of at most a minute", hb)
 	}
 }

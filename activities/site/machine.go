@@ -42,13 +42,20 @@ func (a *Activities) ClearBootEntry(ctx context.Context, in kinds.ClearEntryInpu
 	return nil
 }
 
-// EnsureImage is cache.ensureImage; it heartbeats with the bytes downloaded.
+// EnsureImage is cache.ensureImage; it heartbeats with the bytes downloaded,
+// and every heartbeatEvery while nothing arrives.
 func (a *Activities) EnsureImage(ctx context.Context, in kinds.EnsureImageInput) (kinds.EnsureImageOutput, error) {
 	if a.Cache == nil {
 		return kinds.EnsureImageOutput{}, toTemporal(errs.New(errs.Unsupported, "this site agent has no image cache").WithOp(kinds.CacheEnsureImage))
 	}
+	last := &atomic.Pointer[kinds.Progress]{}
+	last.Store(&kinds.Progress{Total: in.Size})
+	stop := heartbeatLoop(ctx, last) // also while the download stalls or another call's runs
+	defer stop()
 	out, err := a.Cache.Ensure(ctx, in, func(n int64) {
-		activity.RecordHeartbeat(ctx, kinds.Progress{Bytes: n, Total: in.Size})
+		p := kinds.Progress{Bytes: n, Total: in.Size}
+		last.Store(&p)
+		activity.RecordHeartbeat(ctx, p)
 	})
 	if err != nil {
 		return out, toTemporal(withOp(err, kinds.CacheEnsureImage))
