@@ -43,6 +43,8 @@ import (
 // Metrics: those of ours (cpu-s/loop here counts every process: the
 // cluster's, PostgreSQL's and this one), cluster/ours (time per loop on the
 // cluster over the embedded default's in the same run: 1.00 is as fast),
+// cpu-cluster/ours (CPU seconds a loop over the embedded default's, its
+// Postgres's included: on a shared machine, steadier than the time),
 // cpu-s-<kind>/loop (each kind of process's CPU seconds a loop: frontend,
 // history, matching, tworker for Temporal's worker service, api and worker
 // for serve's, pg, and bench for this process) and pg-xacts/loop
@@ -70,6 +72,7 @@ func (f *fleet) benchCluster(b *testing.B) {
 	}
 	res := reportFleet(b, st, elapsed, total)
 	b.ReportMetric(f.ours.loopsPerSec/res.loopsPerSec, "cluster/ours")
+	b.ReportMetric(res.cpuPerLoop/(f.ours.cpuPerLoop+f.ours.pgCPUPerLoop), "cpu-cluster/ours")
 	for kind, d := range cpu {
 		b.ReportMetric(d.Seconds()/float64(st.loops), "cpu-s-"+kind+"/loop")
 	}
@@ -230,21 +233,12 @@ func (m *clusterMeter) read(ctx context.Context, b testing.TB) (map[string]time.
 }
 
 func (m *clusterMeter) cpu(b testing.TB) map[string]time.Duration {
-	out := map[string]time.Duration{"bench": processCPU(b)}
-	pg, err := procmem.TreeCPU(m.pgRoot)
-	if err != nil {
-		b.Fatal(err)
-	}
-	out["pg"] = pg
+	out := map[string]time.Duration{"bench": processCPU(b), "pg": treeCPU(b, m.pgRoot)}
 	for name, p := range m.c.procs {
 		if p.exited() {
 			b.Fatalf("%s exited during the benchmark:\n%s", name, tail(p.log, 20))
 		}
-		d, err := procmem.TreeCPU(p.pid())
-		if err != nil {
-			b.Fatal(err)
-		}
-		out[clusterKind(name)] += d
+		out[clusterKind(name)] += treeCPU(b, p.pid())
 	}
 	return out
 }

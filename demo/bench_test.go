@@ -81,8 +81,10 @@ var fleetTrace = flag.Bool("fleet-trace", false, "BenchmarkFleet: trace every pr
 // workflow tasks), MiB-peak-RSS (VmHWM of this test process, reset before
 // each sub-benchmark: everything but Postgres; ours only, as bare runs in the
 // same process beside our idle control plane), MiB-pg-peak-RSS (Postgres's
-// tree, sampled every 100ms, shared pages counted once), and on bare,
-// ours/bare (time per loop, ours over bare). bench/fleet.sh prints a table.
+// tree, sampled every 100ms, shared pages counted once), cpu-s/loop (this
+// process's CPU seconds a loop) and on ours cpu-s-pg/loop (Postgres's), and
+// on bare, ours/bare (time per loop, ours over bare). bench/fleet.sh prints
+// a table.
 func BenchmarkFleet(b *testing.B) {
 	// The emulated ramdisk logs each wipe and image write through the
 	// default logger; the benchmark lines must stay whole.
@@ -174,9 +176,10 @@ func clusterSizes(b *testing.B, sizes []int) map[int]bool {
 
 // fleetResult is what a sub-benchmark measured.
 type fleetResult struct {
-	loopsPerSec float64
-	cpuPerLoop  float64     // CPU seconds of this process a loop
-	flows       []bare.Flow // one loop's workflows, as our history shows them
+	loopsPerSec  float64
+	cpuPerLoop   float64     // CPU seconds of this process a loop
+	pgCPUPerLoop float64     // of Postgres's tree a loop (ours only)
+	flows        []bare.Flow // one loop's workflows, as our history shows them
 }
 
 // settle returns freed memory to the OS and resets the peak RSS, so that a
@@ -210,11 +213,11 @@ func (f *fleet) benchOurs(b *testing.B) {
 	tg := fleetTarget{apis: []*demo.Client{d.API}, temporal: d.CP.Client(), profile: d.Profile}
 	loopFleet(ctx, b, tg, nodes) // warm-up: the first deploy fills the site's image cache
 	var runs []runRef
-	cpu0 := processCPU(b)
+	cpu0, pgCPU0 := processCPU(b), treeCPU(b, pg)
 	for b.Loop() {
 		runs = append(runs, loopFleet(ctx, b, tg, nodes)...)
 	}
-	elapsed, cpu := b.Elapsed(), processCPU(b)-cpu0
+	elapsed, cpu, pgCPU := b.Elapsed(), processCPU(b)-cpu0, treeCPU(b, pg)-pgCPU0
 	pgPeak, pgErr := sampler.Stop()
 	peak, err := procmem.PeakRSS()
 	if err != nil || pgErr != nil {
@@ -222,6 +225,8 @@ func (f *fleet) benchOurs(b *testing.B) {
 	}
 	st := readRuns(b, d.CP.Client(), runs, wf.ControlPlaneQueue, nil)
 	f.ours = reportFleet(b, st, elapsed, cpu)
+	f.ours.pgCPUPerLoop = pgCPU.Seconds() / float64(st.loops)
+	b.ReportMetric(f.ours.pgCPUPerLoop, "cpu-s-pg/loop")
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
 	b.ReportMetric(float64(pgPeak)/(1<<20), "MiB-pg-peak-RSS")
 }
@@ -493,6 +498,15 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 	}
 	s := slices.Sorted(slices.Values(ds))
 	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// treeCPU is the CPU time the process tree under root has used.
+func treeCPU(b testing.TB, root int) time.Duration {
+	d, err := procmem.TreeCPU(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
 
 // processCPU is the CPU time (user and system) this process has used: on a
