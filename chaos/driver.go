@@ -182,7 +182,7 @@ func (d *Driver) Missed() []string {
 type Summary struct {
 	Seed       uint64
 	Lifecycles int // completed: ready → deploy → deployed → undeploy → ready (the first of a machine from enroll)
-	Wanted     int
+	Wanted     int // machines × loops; a run goes on past it until every fault kind was hit
 	Took       time.Duration
 	Driver     *Driver
 	Checks     []Check
@@ -197,7 +197,7 @@ type Check struct {
 func (s Summary) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos: seed %d (replay: %s=%d)\n", s.Seed, SeedEnv, s.Seed)
-	fmt.Fprintf(&b, "chaos: lifecycles %d of %d in %s\n", s.Lifecycles, s.Wanted, s.Took.Round(time.Second))
+	fmt.Fprintf(&b, "chaos: lifecycles %d (wanted at least %d) in %s\n", s.Lifecycles, s.Wanted, s.Took.Round(time.Second))
 	counts := s.Driver.Counts()
 	var kills, faults []string
 	for _, f := range s.Driver.Faults {
