@@ -93,6 +93,7 @@ func TestRecordHistories(t *testing.T) {
 		{"nomac", recordNoMACEnroll},
 		{"userdata", func(ctx context.Context, t *testing.T, r *recorder) { recordUserData(ctx, t, r, ms[5]) }},
 		{"restart", recordRamdiskRestart},
+		{"kexecgone", recordKexecGone},
 	}
 	only := strings.Split(os.Getenv("RECORD"), ",")
 	t.Run("scenarios", func(t *testing.T) {
@@ -301,7 +302,7 @@ func recordBMCStatus(ctx context.Context, t *testing.T, r *recorder, m emulate.M
 	u.Host = front
 	m.BMCAddress = u.String()
 	res, id := r.enroll(ctx, t, m, recordPassword)
-	for bmcStatus(ctx, t, r.d, res.WorkflowId) == "" {
+	for bmcStatusOf(ctx, t, r.d, res.WorkflowId) == "" {
 		select {
 		case <-ctx.Done():
 			t.Fatal("BmcStatus never set")
@@ -317,8 +318,8 @@ func recordBMCStatus(ctx context.Context, t *testing.T, r *recorder, m emulate.M
 	r.keep(ctx, t, "enroll-bmcstatus.json", res.WorkflowId, res.RunId)
 }
 
-// bmcStatus reads the run's BmcStatus search attribute ("" when unset).
-func bmcStatus(ctx context.Context, t *testing.T, d *demo.Demo, workflowID string) string {
+// bmcStatusOf reads the run's BmcStatus search attribute ("" when unset).
+func bmcStatusOf(ctx context.Context, t *testing.T, d *demo.Demo, workflowID string) string {
 	desc, err := d.CP.Client().DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
 		t.Fatal(err)
@@ -547,6 +548,66 @@ func recordRamdiskRestart(ctx context.Context, t *testing.T, r *recorder) {
 		t.Fatalf("%d ramdisk boots ran %d disk.wipe, want the killed one resent on a boot after the reset's", st.RamdiskBoots, wipes)
 	}
 	r.keep(ctx, t, "enroll-restart.json", res.WorkflowId, res.RunId)
+}
+
+// kexecGoneEnd is the node state recordKexecGone waits for: deployed since
+// kexec-gone-power-cycles ("failed" at its parent, 985248c).
+const kexecGoneEnd = "deployed"
+
+// recordKexecGone: a deploy whose ramdisk is killed as it starts
+// boot.kexec and not reset (the machine hangs: no ramdisk of the node talks
+// to the site), so the site fails boot.kexec BOOT_STALLED once the
+// ramdisk has been unheard for site.DefaultRamdiskGone (demo.Config does
+// not shorten it); today's code power-cycles the machine
+// (kexec-gone-power-cycles), whose boot device is its disk, and the node
+// ends deployed. The machine is in a rack of its own, as in
+// recordRamdiskRestart.
+func recordKexecGone(ctx context.Context, t *testing.T, r *recorder) {
+	crash := &crashAt{kind: "boot.kexec"}
+	rack, err := emulate.Start(ctx, emulate.Config{Machines: 1, Dir: t.TempDir(), BootURL: r.d.Agent.BootURL(),
+		DisksPerMachine: []int64{1 << 30}, Password: recordPassword, RamdiskTracer: crash,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("emulate.Start = %v", err)
+	}
+	defer rack.Close()
+	m := rack.Machines()[0]
+	_, id := r.enroll(ctx, t, m, recordPassword)
+	r.wait(ctx, t, id, "ready")
+	crashed := make(chan error, 1)
+	crash.crash = func() {
+		ok, err := rack.CrashRamdisk(m.Name)
+		if err == nil && !ok {
+			err = errors.New("no ramdisk was running to crash")
+		}
+		crashed <- err
+	}
+	crash.armed.Store(true)
+	start := time.Now()
+	res, err := r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: r.d.Profile, ProfileVersion: 1}))
+	if err != nil {
+		t.Fatalf("metal.deploy = %v", err)
+	}
+	select {
+	case err := <-crashed:
+		if err != nil {
+			t.Fatalf("crash the ramdisk as boot.kexec starts: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the ramdisk never started boot.kexec")
+	}
+	n := r.wait(ctx, t, id, kexecGoneEnd)
+	st, err := rack.State(m.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deploy-kexecgone: %s after %s (%s); machine booted into %s (kexeced %v, image %v), BMC calls %v",
+		kexecGoneEnd, time.Since(start).Round(time.Second), n.LastError, st.BootedInto, st.Kexeced, st.OSImage, st.BMCCalls)
+	if kexecGoneEnd == "deployed" && (st.BootedInto != emulate.BootedOS || st.Kexeced || !st.OSImage) {
+		t.Fatalf("the machine booted into %s (kexeced %v, image %v), want its disk's OS through the power cycle",
+			st.BootedInto, st.Kexeced, st.OSImage)
+	}
+	r.keep(ctx, t, "deploy-kexecgone.json", res.Msg.WorkflowId, res.Msg.RunId)
 }
 
 // crashAt is a ramdisk tracer that, armed, calls crash once when a

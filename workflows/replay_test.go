@@ -44,6 +44,7 @@ const (
 	noMAC          = "no-mac-nodes"
 	renderUserData = "render-user-data"
 	ramdiskRestart = "ramdisk-restart-boots-again"
+	kexecGone      = "kexec-gone-power-cycles"
 )
 
 // bs is the marker every run since bmc-status-attribute records first.
@@ -115,6 +116,13 @@ var replayed = []replay{
 	// that commit's site misses a restart whose ramdisk joins at once).
 	{"enroll-restart.json", wf.Enroll, 21, completed, []string{bmcStatus, ramdiskRestart}},
 	{"enroll-restart-pre-restart.json", wf.Enroll, 13, failed, bs},
+	// kexec-gone-power-cycles: a deploy whose ramdisk is killed as it starts
+	// boot.kexec and not reset, so the site fails boot.kexec BOOT_STALLED
+	// once the ramdisk is unheard for 90s: at 7dc9867 the run power-cycles
+	// the machine, whose boot device is its disk, and ends deployed; at
+	// 985248c (d6a2421^, a 2-minute bound there) the deploy fails there.
+	{"deploy-kexecgone.json", wf.Deploy, 16, completed, []string{bmcStatus, kexecGone}},
+	{"deploy-kexecgone-pre-kexecgone.json", wf.Deploy, 14, failed, bs},
 }
 
 // TestReplay replays each recorded history (record_test.go: from the demo,
