@@ -56,9 +56,11 @@ type Cluster struct {
 type Config struct {
 	Dir    string // the cluster's directory (its PGDATA)
 	Logger *slog.Logger
-	// Ephemeral trades durability for speed: fsync and full-page writes are off,
-	// so an operating-system crash (not a killed server) may corrupt the cluster.
-	// For tests, whose data is thrown away.
+	// Ephemeral trades durability for speed: fsync, full-page writes and
+	// synchronous commit are off, so a killed server may lose its last commits
+	// (those its WAL writer had not yet written, up to about 600 ms) and an
+	// operating-system crash may corrupt the cluster. For tests, whose data is
+	// thrown away and whose servers are not killed.
 	Ephemeral bool
 
 	// Where the programs are looked for; "" means PATH, then /usr/lib/postgresql.
