@@ -502,36 +502,10 @@ func seedUserData(t *testing.T, machineDir string) string {
 // and the node ends ready. The machine is in a rack of its own, whose
 // ramdisk tracer is the hook that kills the ramdisk mid-command.
 func recordRamdiskRestart(ctx context.Context, t *testing.T, r *recorder) {
-	crash := &crashAt{kind: "disk.wipe"}
-	rack, err := emulate.Start(ctx, emulate.Config{Machines: 1, Dir: t.TempDir(), BootURL: r.d.Agent.BootURL(),
-		DisksPerMachine: []int64{1 << 30}, Password: recordPassword, RamdiskTracer: crash,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("emulate.Start = %v", err)
-	}
-	defer rack.Close()
-	m := rack.Machines()[0]
-	crashed := make(chan error, 1)
-	crash.crash = func() {
-		ok, err := rack.CrashRamdisk(m.Name)
-		if err == nil && !ok {
-			err = errors.New("no ramdisk was running to crash")
-		}
-		if err == nil {
-			_, err = rack.ResetMachine(m.Name)
-		}
-		crashed <- err
-	}
-	crash.armed.Store(true)
+	rack, m, arm, crashed := r.crashingRack(ctx, t, "disk.wipe", true)
+	arm()
 	res, id := r.enroll(ctx, t, m, recordPassword)
-	select {
-	case err := <-crashed:
-		if err != nil {
-			t.Fatalf("crash the ramdisk mid disk.wipe: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("the ramdisk never started disk.wipe")
-	}
+	waitCrash(ctx, t, crashed, "mid disk.wipe")
 	r.wait(ctx, t, id, "ready")
 	st, err := rack.State(m.Name)
 	if err != nil {
@@ -550,64 +524,77 @@ func recordRamdiskRestart(ctx context.Context, t *testing.T, r *recorder) {
 	r.keep(ctx, t, "enroll-restart.json", res.WorkflowId, res.RunId)
 }
 
-// kexecGoneEnd is the node state recordKexecGone waits for: deployed since
-// kexec-gone-power-cycles ("failed" at its parent, 985248c).
-const kexecGoneEnd = "deployed"
-
 // recordKexecGone: a deploy whose ramdisk is killed as it starts
 // boot.kexec and not reset (the machine hangs: no ramdisk of the node talks
 // to the site), so the site fails boot.kexec BOOT_STALLED once the
 // ramdisk has been unheard for site.DefaultRamdiskGone (demo.Config does
 // not shorten it); today's code power-cycles the machine
 // (kexec-gone-power-cycles), whose boot device is its disk, and the node
-// ends deployed. The machine is in a rack of its own, as in
-// recordRamdiskRestart.
+// ends deployed (at d6a2421's parent, 985248c, recorded waiting for
+// "failed", the deploy fails there).
 func recordKexecGone(ctx context.Context, t *testing.T, r *recorder) {
-	crash := &crashAt{kind: "boot.kexec"}
+	rack, m, arm, crashed := r.crashingRack(ctx, t, "boot.kexec", false)
+	_, id := r.enroll(ctx, t, m, recordPassword)
+	r.wait(ctx, t, id, "ready")
+	arm()
+	start := time.Now()
+	r.verb(ctx, t, "deploy-kexecgone.json", id, "deployed", func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) {
+		return r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: r.d.Profile, ProfileVersion: 1}))
+	})
+	waitCrash(ctx, t, crashed, "as boot.kexec starts")
+	st, err := rack.State(m.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deploy-kexecgone: deployed after %s; machine booted into %s (kexeced %v, image %v), BMC calls %v",
+		time.Since(start).Round(time.Second), st.BootedInto, st.Kexeced, st.OSImage, st.BMCCalls)
+	if st.BootedInto != emulate.BootedOS || st.Kexeced || !st.OSImage {
+		t.Fatalf("the machine booted into %s (kexeced %v, image %v), want its disk's OS through the power cycle",
+			st.BootedInto, st.Kexeced, st.OSImage)
+	}
+}
+
+// crashingRack starts a rack of one machine (closed with the test) whose
+// ramdisk tracer is the hook that, once arm is called, kills the ramdisk as
+// a command of kind starts and, with reset, resets the machine so it boots
+// from the network again; crashed says how that went.
+func (r *recorder) crashingRack(ctx context.Context, t *testing.T, kind string, reset bool) (
+	rack *emulate.Rack, m emulate.MachineInfo, arm func(), crashed <-chan error) {
+	t.Helper()
+	crash := &crashAt{kind: kind}
 	rack, err := emulate.Start(ctx, emulate.Config{Machines: 1, Dir: t.TempDir(), BootURL: r.d.Agent.BootURL(),
 		DisksPerMachine: []int64{1 << 30}, Password: recordPassword, RamdiskTracer: crash,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("emulate.Start = %v", err)
 	}
-	defer rack.Close()
-	m := rack.Machines()[0]
-	_, id := r.enroll(ctx, t, m, recordPassword)
-	r.wait(ctx, t, id, "ready")
-	crashed := make(chan error, 1)
+	t.Cleanup(func() { rack.Close() })
+	m = rack.Machines()[0]
+	done := make(chan error, 1)
 	crash.crash = func() {
 		ok, err := rack.CrashRamdisk(m.Name)
 		if err == nil && !ok {
 			err = errors.New("no ramdisk was running to crash")
 		}
-		crashed <- err
+		if err == nil && reset {
+			_, err = rack.ResetMachine(m.Name)
+		}
+		done <- err
 	}
-	crash.armed.Store(true)
-	start := time.Now()
-	res, err := r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: r.d.Profile, ProfileVersion: 1}))
-	if err != nil {
-		t.Fatalf("metal.deploy = %v", err)
-	}
+	return rack, m, func() { crash.armed.Store(true) }, done
+}
+
+// waitCrash waits for a crashingRack's crash, named where for the error.
+func waitCrash(ctx context.Context, t *testing.T, crashed <-chan error, where string) {
+	t.Helper()
 	select {
 	case err := <-crashed:
 		if err != nil {
-			t.Fatalf("crash the ramdisk as boot.kexec starts: %v", err)
+			t.Fatalf("crash the ramdisk %s: %v", where, err)
 		}
 	case <-ctx.Done():
-		t.Fatal("the ramdisk never started boot.kexec")
+		t.Fatalf("the ramdisk was never crashed %s", where)
 	}
-	n := r.wait(ctx, t, id, kexecGoneEnd)
-	st, err := rack.State(m.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("deploy-kexecgone: %s after %s (%s); machine booted into %s (kexeced %v, image %v), BMC calls %v",
-		kexecGoneEnd, time.Since(start).Round(time.Second), n.LastError, st.BootedInto, st.Kexeced, st.OSImage, st.BMCCalls)
-	if kexecGoneEnd == "deployed" && (st.BootedInto != emulate.BootedOS || st.Kexeced || !st.OSImage) {
-		t.Fatalf("the machine booted into %s (kexeced %v, image %v), want its disk's OS through the power cycle",
-			st.BootedInto, st.Kexeced, st.OSImage)
-	}
-	r.keep(ctx, t, "deploy-kexecgone.json", res.Msg.WorkflowId, res.Msg.RunId)
 }
 
 // crashAt is a ramdisk tracer that, armed, calls crash once when a
