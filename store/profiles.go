@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,8 +34,9 @@ func scanProfile(row pgx.Row) (Profile, error) {
 }
 
 // CreateProfile stores one version of a profile; ALREADY_EXISTS when the tenant
-// has that id and version, or when it is public and another tenant's
-// public profile has the id.
+// has that id and version, had it and deleted it (a version number names
+// one document forever), or when it is public and another tenant's public
+// profile has the id.
 func (s *Store) CreateProfile(ctx context.Context, p Profile) error {
 	const op = "store.CreateProfile"
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -42,6 +44,9 @@ func (s *Store) CreateProfile(ctx context.Context, p Profile) error {
 			if err := claimPublicID(ctx, tx, p.TenantID, p.ID); err != nil {
 				return err
 			}
+		}
+		if err := versionNeverDeleted(ctx, tx, p); err != nil {
+			return err
 		}
 		_, err := tx.Exec(ctx, `
 			INSERT INTO profiles (tenant_id, id, version, document, visibility) VALUES ($1, $2, $3, $4, $5)`,
@@ -55,6 +60,24 @@ func (s *Store) CreateProfile(ctx context.Context, p Profile) error {
 		return notFound("tenant", p.TenantID).WithOp(op)
 	}
 	return dbError(op, err)
+}
+
+// versionNeverDeleted is ALREADY_EXISTS when the tenant deleted version of
+// profile id, naming the next version no document ever had.
+func versionNeverDeleted(ctx context.Context, tx pgx.Tx, p Profile) error {
+	var deleted *time.Time
+	var next int
+	err := tx.QueryRow(ctx, `SELECT
+		(SELECT deleted_at FROM deleted_profile_versions WHERE tenant_id = $1 AND id = $2 AND version = $3),
+		GREATEST(
+			(SELECT coalesce(max(version), 0) FROM profiles WHERE tenant_id = $1 AND id = $2),
+			(SELECT coalesce(max(version), 0) FROM deleted_profile_versions WHERE tenant_id = $1 AND id = $2)) + 1`,
+		p.TenantID, p.ID, p.Version).Scan(&deleted, &next)
+	if err == nil && deleted != nil {
+		return errs.New(errs.AlreadyExists, "profile %q version %d was deleted at %s, and a version number names one document forever; create version %d",
+			p.ID, p.Version, deleted.UTC().Format(time.RFC3339), next)
+	}
+	return err
 }
 
 // claimPublicID makes sure no other tenant's public profile has the id, so
@@ -149,7 +172,8 @@ func (s *Store) SetProfileVisibility(ctx context.Context, tenantID, id string, v
 }
 
 // DeleteProfile deletes version of the tenant's profile id (every version
-// when version is 0) and returns the versions deleted, oldest first. It is
+// when version is 0) and returns the versions deleted, oldest first; their
+// numbers stay taken (CreateProfile). It is
 // INVALID_STATE naming the nodes deployed with it, and refused to another
 // tenant as SetProfileVisibility is. Whether a workflow runs it is the
 // caller's to check (Temporal knows, not the database).
@@ -171,8 +195,11 @@ func (s *Store) DeleteProfile(ctx context.Context, tenantID, id string, version 
 		if err := notDeployed(ctx, tx, tenantID, id, version); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM profiles WHERE tenant_id = $1 AND id = $2 AND ($3 = 0 OR version = $3)`,
-			tenantID, id, version)
+		_, err = tx.Exec(ctx, `WITH gone AS (
+				DELETE FROM profiles WHERE tenant_id = $1 AND id = $2 AND ($3 = 0 OR version = $3)
+				RETURNING tenant_id, id, version)
+			INSERT INTO deleted_profile_versions (tenant_id, id, version) SELECT tenant_id, id, version FROM gone
+			ON CONFLICT DO NOTHING`, tenantID, id, version)
 		return err
 	})
 	return versions, dbError(op, err)

@@ -137,6 +137,40 @@ func TestProfileVisibility(t *testing.T) {
 	wantKind(t, "DeleteProfile(a, ubuntu) again", err, errs.NotFound)
 }
 
+// TestDeletedProfileVersionsStayTaken: versions are immutable, so a deleted
+// version's number is never given other content (a node deployed with
+// ubuntu v1 yesterday names the document it ran); the error names the
+// next free version. Another tenant's own ubuntu v1 is not affected.
+func TestDeletedProfileVersionsStayTaken(t *testing.T) {
+	t.Parallel()
+	s := newTenants(t)
+	ctx := t.Context()
+	for _, v := range []int{1, 2} {
+		if err := s.CreateProfile(ctx, store.Profile{TenantID: "a", ID: "ubuntu", Version: v, Document: json.RawMessage(`{"v":1}`), Visibility: "private"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.DeleteProfile(ctx, "a", "ubuntu", 2); err != nil {
+		t.Fatal(err)
+	}
+	err := s.CreateProfile(ctx, store.Profile{TenantID: "a", ID: "ubuntu", Version: 2, Document: json.RawMessage(`{"v":"other"}`), Visibility: "private"})
+	wantKind(t, "CreateProfile(a, ubuntu v2) after deleting v2", err, errs.AlreadyExists)
+	if err == nil || !strings.Contains(err.Error(), "was deleted") || !strings.Contains(err.Error(), "version 3") {
+		t.Errorf("CreateProfile(a, ubuntu v2) after deleting v2 = %v; want it to say v2 was deleted and to create version 3", err)
+	}
+	if _, err := s.DeleteProfile(ctx, "a", "ubuntu", 0); err != nil {
+		t.Fatal(err)
+	}
+	err = s.CreateProfile(ctx, store.Profile{TenantID: "a", ID: "ubuntu", Version: 1, Document: json.RawMessage(`{}`), Visibility: "private"})
+	wantKind(t, "CreateProfile(a, ubuntu v1) after deleting every version", err, errs.AlreadyExists)
+	if err := s.CreateProfile(ctx, store.Profile{TenantID: "a", ID: "ubuntu", Version: 3, Document: json.RawMessage(`{}`), Visibility: "private"}); err != nil {
+		t.Errorf("CreateProfile(a, ubuntu v3), a number never used: %v", err)
+	}
+	if err := s.CreateProfile(ctx, store.Profile{TenantID: "b", ID: "ubuntu", Version: 1, Document: json.RawMessage(`{}`), Visibility: "private"}); err != nil {
+		t.Errorf("CreateProfile(b, ubuntu v1), another tenant's number: %v", err)
+	}
+}
+
 // TestDeleteProfileInUse: a profile a node is deployed with is not
 // deleted; the owner's nodes are named, another tenant's only counted.
 func TestDeleteProfileInUse(t *testing.T) {
