@@ -141,7 +141,8 @@ func TestAnnounceStoresSteps(t *testing.T) {
 // TestProfilesResolveAgainstPublishedSteps: a plugin step is unknown until
 // a worker publishes it, then create takes it; validate lists every
 // problem: a fromStep to a later step, a fromStep whose step does not
-// output the field, a bad input, an unknown step, a step no site serves.
+// output the field, a bad input, an unknown step, a step no site serves,
+// one of the lifecycle's own commands.
 func TestProfilesResolveAgainstPublishedSteps(t *testing.T) {
 	t.Parallel()
 	a := newAgentsEnv(t)
@@ -164,7 +165,8 @@ func TestProfilesResolveAgainstPublishedSteps(t *testing.T) {
 		provision.Step{Use: "acme.mount", With: map[string]any{"fromStep": "acme.probe"}},
 		provision.Step{Use: "media.insert", With: map[string]any{"url": "http://cache.example/a.iso"}},
 		provision.Step{Use: "power.setPower", With: map[string]any{"action": "explode"}},
-		provision.Step{Use: "ansible.run"})
+		provision.Step{Use: "ansible.run"},
+		provision.Step{Use: "disk.wipe", With: map[string]any{"mode": "quick"}})
 	v := a.ok(a.root, profValidate, `{"id":"bad","profileVersion":1}`)
 	got := map[string]string{}
 	for _, p := range v["problems"].([]any) {
@@ -177,13 +179,14 @@ func TestProfilesResolveAgainstPublishedSteps(t *testing.T) {
 		"steps[4].use":           "no site agent serves media.insert",
 		"steps[5].with.action":   "explode",
 		"steps[6].use":           `unknown step "ansible.run"`,
+		"steps[7].use":           "disk.wipe is one of the lifecycle's own commands",
 	} {
 		if !strings.Contains(got[f], want) {
 			t.Errorf("validate problem %s = %q, want it to say %q (all: %v)", f, got[f], want, got)
 		}
 	}
-	if v["valid"] == true || len(got) != 5 {
-		t.Errorf("validate = %v, want exactly the 5 problems", v)
+	if v["valid"] == true || len(got) != 6 {
+		t.Errorf("validate = %v, want exactly the 6 problems", v)
 	}
 }
 

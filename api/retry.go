@@ -129,14 +129,12 @@ func listOrNone(s []string) string {
 
 // unsafeSteps lists the steps of list that would run again and are not
 // retry-safe. What a step declared comes from reg, the API's own steps
-// (built-ins and its plugins), else from what the workers published
-// (safety, see retrySafety). A
+// (built-ins, the lifecycle's own commands among them, and its plugins),
+// else from what the workers published (safety, see retrySafety). A
 // control-plane step known to neither is a plugin's this process cannot
-// see: it counts as unsafe, so --force is needed. A site or ramdisk
-// activity known to neither is one of the lifecycle's own commands
-// (boot.setEntry, cache.ensureImage, inventory.refresh, disk.wipe…), not a
-// profile step: each is safe to repeat, the drivers behind them being
-// idempotent by contract.
+// see: it counts as unsafe, so --force is needed. A site or ramdisk step
+// known to neither is a plugin's of a site agent that announced nothing
+// (one from before steps were published), taken as safe as it was then.
 func unsafeSteps(reg *sdk.Registry, list []runStep, safety map[string]bool) []string {
 	var out []string
 	for _, st := range list {

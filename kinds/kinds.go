@@ -1,6 +1,7 @@
 // Package kinds is the contract between the control plane's workflows and the
-// machines' side: the command kinds under the spec's names, where each runs,
-// and the input and output of each. Workflows send them as Temporal
+// machines' side: the command kinds under the spec's names and the input
+// and output of each; where each runs and its timeout are its step's (the
+// steps package registers every kind as a built-in step). Workflows send them as Temporal
 // activities named by the kind on the site's task queue; the site agent runs
 // the BMC and boot kinds itself and relays the ramdisk kinds to the machine's
 // connected ramdisk. The control plane's own activities (node.get,
@@ -53,11 +54,6 @@ const (
 	CommandFailed    = "failed"
 	CommandAborted   = "aborted" // metal.abort cancelled it while it ran
 )
-
-// RamdiskKinds lists the kinds the site relays to a ramdisk.
-func RamdiskKinds() []string {
-	return []string{InventoryRefresh, DiskWipe, DeployImage, BootKexec, LogsCollect, DiagNVML}
-}
 
 // SiteTaskQueue is the task queue a site's agents serve.
 func SiteTaskQueue(siteID string) string { return "site/" + siteID }

@@ -25,6 +25,7 @@ type Descriptor struct {
 	Needs     []Need            `json:"needs,omitempty"`
 	After     []string          `json:"after,omitempty"`
 	Doc       string            `json:"doc,omitempty"`
+	Lifecycle bool              `json:"lifecycle,omitempty"`
 }
 
 // FieldDescriptor is a Field as published: all of it but Check, which a
@@ -44,7 +45,7 @@ type FieldDescriptor struct {
 // Describe returns the step's descriptor.
 func (s Step) Describe() Descriptor {
 	d := Descriptor{ID: s.ID, RunsOn: s.RunsOn, Relays: s.Relays, Sends: s.Sends, Timeout: s.Timeout.String(),
-		RetrySafe: s.RetrySafe, Outputs: s.Outputs, Needs: s.Needs, After: s.After, Doc: s.Doc}
+		RetrySafe: s.RetrySafe, Outputs: s.Outputs, Needs: s.Needs, After: s.After, Doc: s.Doc, Lifecycle: s.Lifecycle}
 	for _, f := range s.Input {
 		d.Input = append(d.Input, FieldDescriptor{Name: f.Name, Type: f.Type, Required: f.Required, Default: f.Default,
 			Min: f.Min, Max: f.Max, Enum: f.Enum, FromStep: f.FromStep, Doc: f.Doc})
@@ -71,7 +72,7 @@ func (d Descriptor) Step() (Step, error) {
 		return Step{}, fmt.Errorf("step %s: timeout %q is not a duration like 2m0s", d.ID, d.Timeout)
 	}
 	s := Step{ID: d.ID, RunsOn: d.RunsOn, Relays: d.Relays, Sends: d.Sends, Timeout: timeout, RetrySafe: d.RetrySafe,
-		Outputs: d.Outputs, Needs: d.Needs, After: d.After, Doc: d.Doc}
+		Outputs: d.Outputs, Needs: d.Needs, After: d.After, Doc: d.Doc, Lifecycle: d.Lifecycle}
 	for _, f := range d.Input {
 		field := Field{Name: f.Name, Type: f.Type, Required: f.Required, Min: f.Min, Max: f.Max, Enum: f.Enum,
 			FromStep: f.FromStep, Doc: f.Doc}

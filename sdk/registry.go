@@ -186,6 +186,11 @@ func (r *Registry) Resolve(steps []provision.Step, t *Target) (Plan, []Problem) 
 			add(f+".use", "unknown step %q: registered steps are %s", ps.Use, strings.Join(r.ids(), ", "))
 			continue
 		}
+		if s.Lifecycle {
+			add(f+".use", "%s is one of the lifecycle's own commands, which its workflows send with inputs they make; a profile cannot use it (profile steps are %s)",
+				s.ID, strings.Join(r.ids(), ", "))
+			continue
+		}
 		if ps.On != "" && RunsOn(ps.On) != s.RunsOn && !(s.RunsOn == Ramdisk && ps.On == string(Site)) {
 			add(f+".on", "%s runs on %s, not %s", s.ID, s.RunsOn, ps.On)
 		}
@@ -278,10 +283,13 @@ func (s Step) checkTarget(f string, t *Target) []Problem {
 	return out
 }
 
+// ids are the ids of the steps a profile may use (not the Lifecycle ones).
 func (r *Registry) ids() []string {
 	out := make([]string, 0, len(r.steps))
-	for id := range r.steps {
-		out = append(out, id)
+	for id, s := range r.steps {
+		if !s.Lifecycle {
+			out = append(out, id)
+		}
 	}
 	sort.Strings(out)
 	return out

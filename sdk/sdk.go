@@ -105,6 +105,12 @@ type Step struct {
 	After []string
 	// Doc says in a line what the step does, for render and the docs.
 	Doc string
+	// Lifecycle marks one of the lifecycle's own commands (disk.wipe,
+	// inventory.refresh, boot.setEntry…): registered like any step, so
+	// every worker serves it from its registry, but sent only by the
+	// lifecycle's workflows with inputs they make (a wipe's nonce, a boot's
+	// discovery token), so a profile may not use it.
+	Lifecycle bool
 	// Run does the work. It gets the step's inputs after defaults (and
 	// fromStep's fields) and returns its outputs; nil for steps whose work
 	// the lifecycle itself does (deploy.image's boot of the ramdisk).

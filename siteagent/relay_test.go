@@ -53,7 +53,9 @@ func (h *heartbeats) saw(bytes int64) bool {
 func activityEnv(a *Agent, hb *heartbeats) *testsuite.TestActivityEnvironment {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	a.Activities().Register(env)
+	if err := a.Activities().Register(env, nil); err != nil {
+		panic(err) // the built-ins always register
+	}
 	if hb != nil {
 		env.SetOnActivityHeartbeatListener(hb.listen)
 	}

@@ -8,22 +8,23 @@ import (
 	"github.com/better-compute/better-compute/sdk"
 )
 
-// Reserved are the activity names better-compute registers itself (the
-// kinds package's control-plane activities, site kinds and relayed ramdisk
-// kinds). A plugin step with one of these ids would make the control-plane
-// worker panic at registration, or at the site be served by our activity
-// instead of the plugin's Run; the built-in steps that share a name are the
-// same activity.
+// Reserved are the activity names better-compute registers itself: the
+// control plane's own activities (the kinds package's Act names) and every
+// built-in step's id. A plugin step with one of these ids would make the
+// control-plane worker panic at registration, or at the site be served by
+// our activity instead of the plugin's Run.
 func Reserved() []string {
-	return append([]string{
+	out := []string{
 		kinds.ActGetNode, kinds.ActTransition, kinds.ActRecordFacts, kinds.ActRecordDeployment,
 		kinds.ActIssueDiscovery, kinds.ActVerifyWipe, kinds.ActGetImage, kinds.ActGetProfile,
 		kinds.ActRevokeIdentity, kinds.ActStartCommand, kinds.ActFinishCommand,
 		kinds.ActBeginMACWait, kinds.ActFindCandidate, kinds.ActAwaitConfirmation, kinds.ActTakeCandidate,
 		kinds.ActEndMACWait, kinds.ActForgetMAC, kinds.ActUpdateBMC, kinds.ActRenderUserData,
-		kinds.PowerSetPower, kinds.ManagementSetBootDevice, kinds.BMCInspect, kinds.MediaInsert,
-		kinds.MediaEject, kinds.BootSetEntry, kinds.BootClearEntry, kinds.CacheEnsureImage,
-	}, kinds.RamdiskKinds()...)
+	}
+	for _, s := range Builtins().Steps {
+		out = append(out, s.ID)
+	}
+	return out
 }
 
 // checkReserved refuses a plugin step whose id is a reserved name.

@@ -2,9 +2,11 @@
 // SDK (sdk), as a plugin author declares theirs: deploy.image and
 // boot.kexec (relayed to the ramdisk), power.setPower,
 // management.setBootDevice, media.insert and media.eject (run by the site
-// agent), and wait.agentJoined (on the control plane, agentjoined.go).
-// Builtins is the plugin every worker registers first; Registry builds a
-// worker's registry from it and a binary's own plugins.
+// agent), wait.agentJoined (on the control plane, agentjoined.go), and the
+// lifecycle's own commands (disk.wipe, inventory.refresh, boot.setEntry…,
+// lifecycle.go), which only the workflows send. Builtins is the plugin
+// every worker registers first; Registry builds a worker's registry from
+// it and a binary's own plugins.
 //
 // The site steps' Runs are nil here: bcd site serves them with its typed
 // activities (activities/site), whose input is the step's with values plus
@@ -22,7 +24,7 @@ import (
 // PluginID is the built-in plugin's id.
 const PluginID = "better-compute"
 
-// Timeouts of the built-in steps, the workflows' own commands included.
+// Timeouts of the built-in steps (the lifecycle's own: lifecycle.go).
 const (
 	BMCTimeout    = 2 * time.Minute // one BMC call, its retries aside
 	DeployTimeout = 4 * time.Hour   // streaming an image onto a disk
@@ -33,7 +35,7 @@ func Builtins() sdk.Plugin {
 	// One function a step, each in the file of its concern (agentJoined:
 	// agentjoined.go).
 	list := []sdk.Step{deployImage(), bootKexec(), setPower(), setBootDevice(), mediaInsert(), mediaEject(), agentJoined()}
-	return sdk.Plugin{ID: PluginID, Steps: list}
+	return sdk.Plugin{ID: PluginID, Steps: append(list, lifecycle()...)}
 }
 
 // Registry is the registry of a worker running the built-ins and plugins;
@@ -112,4 +114,24 @@ func names[T ~string](vs []T) []string {
 		out[i] = string(v)
 	}
 	return out
+}
+
+// builtinTimeouts are the built-in steps' timeouts, by id.
+var builtinTimeouts = func() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, s := range Builtins().Steps {
+		out[s.ID] = s.Timeout
+	}
+	return out
+}()
+
+// Timeout is the timeout of the built-in step id, a lifecycle command's
+// included. An id that is not one panics: the workflows name only
+// built-ins, which TestWorkflowsSendBuiltins checks.
+func Timeout(id string) time.Duration {
+	t, ok := builtinTimeouts[id]
+	if !ok {
+		panic("steps.Timeout: " + id + " is not a built-in step")
+	}
+	return t
 }

@@ -1,10 +1,14 @@
 package steps
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/provision"
 	"github.com/better-compute/better-compute/sdk"
 )
@@ -84,5 +88,54 @@ func TestBuiltinsRefuse(t *testing.T) {
 		&sdk.Target{VirtualMedia: &no, BMCDriver: "ipmi"})
 	if len(probs) != 1 || probs[0].Field != "steps[0].use" {
 		t.Errorf("media.insert on IPMI = %v, want a problem at steps[0].use", probs)
+	}
+}
+
+// TestLifecycleCommandsAreSteps: the lifecycle's own commands are
+// registered through the SDK like the other built-ins, with where each
+// runs and its timeout, so one registry says what bcd site serves; a
+// profile naming one is refused at its field with what it is, and the
+// list of steps a profile may use leaves them out.
+func TestLifecycleCommandsAreSteps(t *testing.T) {
+	r, err := Registry()
+	if err != nil {
+		t.Fatalf("Registry() = %v", err)
+	}
+	for _, tc := range []struct {
+		id      string
+		runsOn  sdk.RunsOn
+		timeout time.Duration
+	}{
+		{kinds.BMCInspect, sdk.Site, BMCTimeout},
+		{kinds.BootSetEntry, sdk.Site, BMCTimeout},
+		{kinds.BootClearEntry, sdk.Site, BMCTimeout},
+		{kinds.CacheEnsureImage, sdk.Site, CacheTimeout},
+		{kinds.InventoryRefresh, sdk.Ramdisk, InventoryTimeout},
+		{kinds.DiskWipe, sdk.Ramdisk, WipeTimeout},
+		{kinds.LogsCollect, sdk.Ramdisk, InventoryTimeout},
+		{kinds.DiagNVML, sdk.Ramdisk, InventoryTimeout},
+	} {
+		s, ok := r.Step(tc.id)
+		if !ok || s.RunsOn != tc.runsOn || !s.Lifecycle || s.Timeout != tc.timeout || Timeout(tc.id) != tc.timeout {
+			t.Errorf("step %s = %+v (registered %v), want a lifecycle step on %s with timeout %s", tc.id, s, ok, tc.runsOn, tc.timeout)
+		}
+		_, probs := r.Resolve([]provision.Step{{Use: "power.setPower", With: map[string]any{"action": "on"}}, {Use: tc.id}}, nil)
+		if len(probs) != 1 || probs[0].Field != "steps[1].use" || !strings.Contains(probs[0].Message, "lifecycle's own commands") {
+			t.Errorf("a profile using %s: problems %v, want one at steps[1].use saying it is a lifecycle command", tc.id, probs)
+		}
+		if strings.Contains(probs[0].Message, "profile steps are") && strings.Contains(probs[0].Message[strings.Index(probs[0].Message, "profile steps are"):], tc.id) {
+			t.Errorf("the steps a profile may use list %s: %s", tc.id, probs[0].Message)
+		}
+	}
+	// Published and read back (what the API resolves a site's steps by),
+	// a lifecycle step stays one.
+	wipe, _ := r.Step(kinds.DiskWipe)
+	b, err := json.Marshal(wipe.Describe())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := sdk.DecodeDescriptor(b)
+	if err != nil || !back.Lifecycle {
+		t.Errorf("disk.wipe published and decoded = %+v, %v; want a lifecycle step", back, err)
 	}
 }

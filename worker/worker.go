@@ -43,11 +43,10 @@ func ControlPlane(c client.Client, acts *controlplane.Activities, vo VerbObserve
 	return w, nil
 }
 
-// ActivityRegistrar is what a site's activities offer: their own kinds,
-// and the site and ramdisk steps of a registry (activities/site).
+// ActivityRegistrar is what a site's activities offer: the site and
+// ramdisk steps of a registry (activities/site).
 type ActivityRegistrar interface {
-	Register(r sdkworker.ActivityRegistry)
-	RegisterSteps(r sdkworker.ActivityRegistry, reg *sdk.Registry) error
+	Register(r sdkworker.ActivityRegistry, reg *sdk.Registry) error
 }
 
 // SiteOptions are a site worker's dependencies.
@@ -56,7 +55,7 @@ type SiteOptions struct {
 	Logger       *slog.Logger
 	OnFatalError func(error)
 	// Steps are the steps the site serves (steps.Registry of bcd site's
-	// plugins); nil: the built-ins, which its activities serve.
+	// plugins); nil: the built-ins.
 	Steps *sdk.Registry
 }
 
@@ -73,11 +72,8 @@ func Site(c client.Client, siteID string, acts ActivityRegistrar, o SiteOptions)
 		opts.Interceptors = append(opts.Interceptors, &attempts{r: o.Attempts, log: log})
 	}
 	w := sdkworker.New(c, kinds.SiteTaskQueue(siteID), opts)
-	acts.Register(w)
-	if o.Steps != nil {
-		if err := acts.RegisterSteps(w, o.Steps); err != nil {
-			return nil, err
-		}
+	if err := acts.Register(w, o.Steps); err != nil {
+		return nil, err
 	}
 	return w, nil
 }

@@ -52,7 +52,7 @@ func (r *run) ensureRamdisk() (err error) {
 	}()
 	// With no entry the site answers the machine's PXE requests with nothing
 	// and records them; the machine then boots whatever comes next.
-	if _, err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
+	if _, err := r.send(kinds.BootClearEntry, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
 		return err
 	}
 	if err := r.bootDevice(bmc.BootPXE, false); err != nil {

@@ -176,9 +176,21 @@ func (f *fake) registerSite(reg func(string, any)) {
 	reg(kinds.CacheEnsureImage, act(f, kinds.CacheEnsureImage, func(in kinds.EnsureImageInput) (kinds.EnsureImageOutput, error) {
 		return kinds.EnsureImageOutput{Path: "/cache/sha256/ab", Size: in.Size}, nil
 	}))
-	for _, k := range kinds.RamdiskKinds() {
+	for _, k := range ramdiskKinds() {
 		reg(k, act(f, k, f.ramdisk))
 	}
+}
+
+// ramdiskKinds are the built-in steps relayed to a ramdisk, the
+// lifecycle's own commands included.
+func ramdiskKinds() []string {
+	var out []string
+	for _, s := range steps.Builtins().Steps {
+		if s.RunsOn == sdk.Ramdisk {
+			out = append(out, s.ID)
+		}
+	}
+	return out
 }
 
 // getProfile resolves f.profile against f.steps as the control plane's
@@ -279,7 +291,7 @@ func run(t *testing.T, f *fake, verb string, in wf.Input, setup ...func(*testsui
 func ramdiskCalls(calls []string) []string {
 	var out []string
 	for _, c := range calls {
-		if slices.Contains(kinds.RamdiskKinds(), c) {
+		if slices.Contains(ramdiskKinds(), c) {
 			out = append(out, c)
 		}
 	}

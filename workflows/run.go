@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/nodestate"
+	"github.com/better-compute/better-compute/steps"
 )
 
 // ControlPlaneQueue is the task queue of the control plane's own activities.
@@ -147,11 +148,11 @@ func (r *run) siteAttempts() int32 {
 	return 8
 }
 
-// send sends a command of kind to the site (runsOn "site") and returns
-// the step id it made for it.
-func (r *run) send(kind, runsOn string, timeout time.Duration, in, out any) (string, error) {
+// send sends a command of kind, a built-in site step, to the site with
+// the step's timeout, and returns the step id it made for it.
+func (r *run) send(kind string, in, out any) (string, error) {
 	step, _ := r.next(kind)
-	return step, r.command(step, kind, runsOn, r.siteOptions(step, timeout, 0), in, out)
+	return step, r.command(step, kind, "site", r.siteOptions(step, steps.Timeout(kind), 0), in, out)
 }
 
 // command runs the activity kind as step with actx's options, recording it

@@ -13,22 +13,13 @@ import (
 	"github.com/better-compute/better-compute/steps"
 )
 
-// Timeouts of the commands.
-const (
-	bmcTimeout       = steps.BMCTimeout
-	inventoryTimeout = 15 * time.Minute // includes the ramdisk's boot
-	wipeTimeout      = 12 * time.Hour
-	cacheTimeout     = 4 * time.Hour
-)
-
 func (r *run) power(action bmc.PowerAction) error {
-	_, err := r.send(kinds.PowerSetPower, "site", bmcTimeout, kinds.SetPowerInput{BMC: r.bmc(), Action: action}, nil)
+	_, err := r.send(kinds.PowerSetPower, kinds.SetPowerInput{BMC: r.bmc(), Action: action}, nil)
 	return err
 }
 
 func (r *run) bootDevice(dev bmc.BootDevice, persistent bool) error {
-	_, err := r.send(kinds.ManagementSetBootDevice, "site", bmcTimeout,
-		kinds.SetBootDeviceInput{BMC: r.bmc(), Device: dev, Persistent: persistent}, nil)
+	_, err := r.send(kinds.ManagementSetBootDevice, kinds.SetBootDeviceInput{BMC: r.bmc(), Device: dev, Persistent: persistent}, nil)
 	return err
 }
 
@@ -56,7 +47,7 @@ func (r *run) bootRamdisk() error {
 		return err
 	}
 	entry := kinds.BootEntry{NodeID: r.in.NodeID, MACs: r.node.MACs, Ramdisk: true, DiscoveryToken: token}
-	if _, err := r.send(kinds.BootSetEntry, "site", bmcTimeout, entry, nil); err != nil {
+	if _, err := r.send(kinds.BootSetEntry, entry, nil); err != nil {
 		return err
 	}
 	if err := r.bootDevice(bmc.BootPXE, false); err != nil {
@@ -131,7 +122,7 @@ func appMessage(err error) string {
 // bootLocal makes later boots go to the local disk.
 func (r *run) bootLocal() error {
 	entry := kinds.BootEntry{NodeID: r.in.NodeID, MACs: r.node.MACs}
-	if _, err := r.send(kinds.BootSetEntry, "site", bmcTimeout, entry, nil); err != nil {
+	if _, err := r.send(kinds.BootSetEntry, entry, nil); err != nil {
 		return err
 	}
 	return r.bootDevice(bmc.BootDisk, true)
@@ -142,14 +133,14 @@ func (r *run) shutDown() error {
 	if err := r.power(bmc.PowerOff); err != nil {
 		return err
 	}
-	_, err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil)
+	_, err := r.send(kinds.BootClearEntry, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil)
 	return err
 }
 
 // inspectBMC reads what the BMC knows (MACs, UUID) and records it.
 func (r *run) inspectBMC() error {
 	var out kinds.InspectOutput
-	if _, err := r.send(kinds.BMCInspect, "site", bmcTimeout, kinds.InspectInput{BMC: r.bmc()}, &out); err != nil {
+	if _, err := r.send(kinds.BMCInspect, kinds.InspectInput{BMC: r.bmc()}, &out); err != nil {
 		return err
 	}
 	inv, _ := json.Marshal(out.Inventory)
@@ -175,7 +166,7 @@ func (r *run) inspectBMC() error {
 // which every later wipe must cover.
 func (r *run) refreshInventory() error {
 	var inv kinds.Inventory
-	res, err := r.ramdisk(kinds.InventoryRefresh, inventoryTimeout, struct{}{}, &inv)
+	res, err := r.ramdisk(kinds.InventoryRefresh, steps.InventoryTimeout, struct{}{}, &inv)
 	if err != nil {
 		return err
 	}
@@ -204,7 +195,7 @@ func (r *run) wipe(mode, fallback string) (*kinds.WipeAttestation, error) {
 	in := kinds.WipeInput{Mode: mode, Fallback: fallback, WorkflowID: r.info.WorkflowExecution.ID, Nonce: nonce}
 	var res kinds.Result
 	err := r.onRamdisk(func() (err error) {
-		res, err = r.ramdisk(kinds.DiskWipe, wipeTimeout, in, nil)
+		res, err = r.ramdisk(kinds.DiskWipe, steps.WipeTimeout, in, nil)
 		return err
 	})
 	if err != nil {

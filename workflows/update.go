@@ -8,6 +8,7 @@ import (
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
+	"github.com/better-compute/better-compute/steps"
 )
 
 // UpdateBMC is metal.update's workflow type. It runs under the node's
@@ -21,7 +22,7 @@ const UpdateBMC = "metal.update"
 // the BMC answered.
 func UpdateBMCWorkflow(ctx workflow.Context, in kinds.UpdateBMCInput) (kinds.InspectOutput, error) {
 	site := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue: kinds.SiteTaskQueue(in.SiteID), StartToCloseTimeout: bmcTimeout,
+		TaskQueue: kinds.SiteTaskQueue(in.SiteID), StartToCloseTimeout: steps.BMCTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
 			NonRetryableErrorTypes: errs.FinalKinds()},
 	})

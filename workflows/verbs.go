@@ -76,7 +76,7 @@ func (r *run) leaveSafe(cause error) error {
 	}{
 		{"power it off", func() error { return r.power(bmc.PowerOff) }},
 		{"remove its boot entry", func() error {
-			_, err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil)
+			_, err := r.send(kinds.BootClearEntry, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil)
 			return err
 		}},
 		{"set its next boot to disk", func() error { return r.bootDevice(bmc.BootDisk, false) }},
@@ -219,7 +219,7 @@ func UndeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := r.move(nodestate.Releasing); err != nil {
 			return nil, err
 		}
-		if _, err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
+		if _, err := r.send(kinds.BootClearEntry, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
 			return nil, err
 		}
 		if unverified {
@@ -313,7 +313,7 @@ func (r *run) retireUnbooted() error {
 	if err := r.power(bmc.PowerOff); err != nil {
 		skipped += "; not powered off: " + lastError(err)
 	}
-	if _, err := r.send(kinds.BootClearEntry, "site", bmcTimeout, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
+	if _, err := r.send(kinds.BootClearEntry, kinds.ClearEntryInput{NodeID: r.in.NodeID}, nil); err != nil {
 		return err
 	}
 	if err := r.revoke(); err != nil {

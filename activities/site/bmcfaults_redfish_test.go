@@ -66,7 +66,9 @@ func TestRedfish500BurstIsRetried(t *testing.T) {
 	b, target := faultyBMC(t, redfishbmc.Faults{Fail500: 2})
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
-	redfishActivities(NewBMCGate(BMCGateConfig{})).Register(env)
+	if err := redfishActivities(NewBMCGate(BMCGateConfig{})).Register(env, nil); err != nil {
+		t.Fatal(err)
+	}
 	env.RegisterWorkflow(powerWithRetries)
 	var attempts atomic.Int32
 	env.SetOnActivityStartedListener(func(*activity.Info, context.Context, converter.EncodedValues) { attempts.Add(1) })

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -76,7 +75,7 @@ func (a *Activities) RelayCommand(ctx context.Context, cmd kinds.Command) (kinds
 	if cmd.Kind == "" {
 		cmd.Kind = name
 	}
-	if cmd.Kind != name || !slices.Contains(kinds.RamdiskKinds(), cmd.Kind) {
+	if cmd.Kind != name { // Register registers it under ramdisk step ids only
 		return kinds.Result{}, toTemporal(errs.Invalid("kind", "command kind %q sent as activity %q", cmd.Kind, name).WithOp(name))
 	}
 	if cmd.NodeID == "" {

@@ -15,9 +15,7 @@ import (
 	"net/netip"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
@@ -120,34 +118,19 @@ const DefaultBootStall = 5 * time.Minute
 // and retries a failed poll within 5 s, so 90 s unheard is none.
 const DefaultRamdiskGone = 90 * time.Second
 
-// Register registers every site kind and every relayed ramdisk kind under
-// its name.
-func (a *Activities) Register(r worker.ActivityRegistry) {
-	for _, n := range a.named() {
-		r.RegisterActivityWithOptions(n.fn, activity.RegisterOptions{Name: n.name})
-	}
-	for _, k := range kinds.RamdiskKinds() {
-		r.RegisterActivityWithOptions(a.RelayCommand, activity.RegisterOptions{Name: k})
-	}
-}
-
-// named are the site kinds and the activities that serve them.
-func (a *Activities) named() []struct {
-	name string
-	fn   any
-} {
-	return []struct {
-		name string
-		fn   any
-	}{
-		{kinds.PowerSetPower, a.SetPower},
-		{kinds.ManagementSetBootDevice, a.SetBootDevice},
-		{kinds.BMCInspect, a.Inspect},
-		{kinds.MediaInsert, a.MediaInsert},
-		{kinds.MediaEject, a.MediaEject},
-		{kinds.BootSetEntry, a.SetBootEntry},
-		{kinds.BootClearEntry, a.ClearBootEntry},
-		{kinds.CacheEnsureImage, a.EnsureImage},
+// typed are the site steps bcd site serves with activities of its own
+// (each takes the kinds package's typed input), by step id; every other
+// site step of a registry is served by its Run.
+func (a *Activities) typed() map[string]any {
+	return map[string]any{
+		kinds.PowerSetPower:           a.SetPower,
+		kinds.ManagementSetBootDevice: a.SetBootDevice,
+		kinds.BMCInspect:              a.Inspect,
+		kinds.MediaInsert:             a.MediaInsert,
+		kinds.MediaEject:              a.MediaEject,
+		kinds.BootSetEntry:            a.SetBootEntry,
+		kinds.BootClearEntry:          a.ClearBootEntry,
+		kinds.CacheEnsureImage:        a.EnsureImage,
 	}
 }
 

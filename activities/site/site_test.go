@@ -44,7 +44,9 @@ func testEnv(t *testing.T, a *Activities) *testsuite.TestActivityEnvironment {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	a.Register(env)
+	if err := a.Register(env, nil); err != nil {
+		t.Fatal(err)
+	}
 	return env
 }
 

@@ -3,7 +3,6 @@ package site
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
@@ -13,18 +12,32 @@ import (
 	"github.com/better-compute/better-compute/steps"
 )
 
-// RegisterSteps registers the site and ramdisk steps of reg that Register
-// does not already serve: a site step's Run as the activity named by its
-// id, a ramdisk step as one more relayed kind. A site step with no Run
-// that no activity of ours serves is an error naming it, before the
-// worker starts.
-func (a *Activities) RegisterSteps(r worker.ActivityRegistry, reg *sdk.Registry) error {
+// Register registers the site and ramdisk steps of reg (nil: the
+// built-ins, steps.Registry()), each as the activity named by its id: a
+// site step we serve ourselves (typed) as ours, any other site step as its
+// Run, a ramdisk step as a relayed command (RelayCommand). A site step
+// with no Run that no activity of ours serves is an error naming it,
+// before the worker starts, as is a registry without one of our own.
+func (a *Activities) Register(r worker.ActivityRegistry, reg *sdk.Registry) error {
+	if reg == nil {
+		var err error
+		if reg, err = steps.Registry(); err != nil {
+			return err
+		}
+	}
+	typed := a.typed()
+	for id := range typed {
+		if s, ok := reg.Step(id); !ok || s.RunsOn != sdk.Site {
+			return fmt.Errorf("the registry has no site step %s, which bcd site serves: build it with steps.Registry", id)
+		}
+	}
 	for _, s := range reg.Steps() {
 		switch {
-		case a.serves(s.ID):
 		case s.RunsOn == sdk.Ramdisk:
 			r.RegisterActivityWithOptions(a.RelayCommand, activity.RegisterOptions{Name: s.ID})
 		case s.RunsOn != sdk.Site:
+		case typed[s.ID] != nil:
+			r.RegisterActivityWithOptions(typed[s.ID], activity.RegisterOptions{Name: s.ID})
 		case s.Run == nil:
 			return fmt.Errorf("site step %s has no Run and no activity of bcd site serves it: its plugin must give one", s.ID)
 		default:
@@ -32,19 +45,6 @@ func (a *Activities) RegisterSteps(r worker.ActivityRegistry, reg *sdk.Registry)
 		}
 	}
 	return nil
-}
-
-// serves reports whether Register registers the kind.
-func (a *Activities) serves(kind string) bool {
-	if slices.Contains(kinds.RamdiskKinds(), kind) {
-		return true
-	}
-	for _, n := range a.named() {
-		if n.name == kind {
-			return true
-		}
-	}
-	return false
 }
 
 // StepActivity wraps a plugin's site step: its input is its with values

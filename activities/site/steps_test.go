@@ -27,7 +27,11 @@ func (n *names) RegisterActivityWithOptions(_ any, o activity.RegisterOptions) {
 	n.got = append(n.got, o.Name)
 }
 
-func TestRegisterSteps(t *testing.T) {
+// TestRegisterServesTheRegistry: bcd site serves what its registry holds,
+// the lifecycle's own commands included: every site step (ours typed, a
+// plugin's by its Run) and every ramdisk step as a relayed command, and
+// no control-plane step; a site step nobody can run is an error.
+func TestRegisterServesTheRegistry(t *testing.T) {
 	run := func(context.Context, *sdk.Context, sdk.Values) (sdk.Values, error) { return sdk.Values{}, nil }
 	reg, err := steps.Registry(sdk.Plugin{ID: "acme", Steps: []sdk.Step{
 		{ID: "acme.flash", RunsOn: sdk.Site, Timeout: time.Minute, Run: run},
@@ -38,22 +42,63 @@ func TestRegisterSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n names
-	if err := (&Activities{}).RegisterSteps(&n, reg); err != nil {
-		t.Fatalf("RegisterSteps = %v", err)
+	if err := (&Activities{}).Register(&n, reg); err != nil {
+		t.Fatalf("Register = %v", err)
 	}
-	// The built-in site and ramdisk steps are Register's; the control-plane
-	// step is not the site's.
+	var want []string
+	for _, s := range reg.Steps() {
+		if s.RunsOn != sdk.ControlPlane {
+			want = append(want, s.ID)
+		}
+	}
 	slices.Sort(n.got)
-	if want := []string{"acme.flash", "acme.write"}; !slices.Equal(n.got, want) {
-		t.Errorf("RegisterSteps registered %v, want %v", n.got, want)
+	if !slices.Equal(n.got, want) {
+		t.Errorf("Register registered %v, want the registry's site and ramdisk steps %v", n.got, want)
+	}
+	for _, k := range []string{kinds.DiskWipe, kinds.InventoryRefresh, kinds.BootSetEntry, kinds.CacheEnsureImage, "acme.flash", "acme.write"} {
+		if !slices.Contains(n.got, k) {
+			t.Errorf("Register did not register %s", k)
+		}
 	}
 
 	reg, err = steps.Registry(sdk.Plugin{ID: "acme", Steps: []sdk.Step{{ID: "acme.flash", RunsOn: sdk.Site, Timeout: time.Minute}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&Activities{}).RegisterSteps(&names{}, reg); err == nil || !strings.Contains(err.Error(), "acme.flash has no Run") {
-		t.Errorf("RegisterSteps(a site step without Run) = %v, want an error naming acme.flash", err)
+	if err := (&Activities{}).Register(&names{}, reg); err == nil || !strings.Contains(err.Error(), "acme.flash has no Run") {
+		t.Errorf("Register(a site step without Run) = %v, want an error naming acme.flash", err)
+	}
+	bare, err := sdk.NewRegistry(sdk.Plugin{ID: "acme", Steps: []sdk.Step{{ID: "acme.flash", RunsOn: sdk.Site, Timeout: time.Minute, Run: run}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Activities{}).Register(&names{}, bare); err == nil || !strings.Contains(err.Error(), "steps.Registry") {
+		t.Errorf("Register(a registry without the built-ins) = %v, want an error saying to build it with steps.Registry", err)
+	}
+}
+
+// TestRelayPluginRamdiskStep: a plugin's ramdisk step is relayed to the
+// node's ramdisk like deploy.image; the site used to refuse any kind but
+// its own six as INVALID_INPUT.
+func TestRelayPluginRamdiskStep(t *testing.T) {
+	reg, err := steps.Registry(sdk.Plugin{ID: "acme", Steps: []sdk.Step{{ID: "acme.write", RunsOn: sdk.Ramdisk, Timeout: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := &oneResult{}
+	a := &Activities{Relay: relay}
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	if err := a.Register(env, reg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := env.ExecuteActivity("acme.write", kinds.Command{NodeID: "node_1", Kind: "acme.write", Payload: []byte(`{"x":1}`)})
+	if err != nil {
+		t.Fatalf("acme.write relayed = %v, want the ramdisk's result", err)
+	}
+	var got kinds.Result
+	if err := res.Get(&got); err != nil || !got.OK || relay.kind != "acme.write" {
+		t.Errorf("acme.write relayed = %+v, %v (the relay saw %q); want an OK result of acme.write", got, err, relay.kind)
 	}
 }
 
@@ -89,4 +134,12 @@ func TestSiteStepActivity(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), steps.NotReadyType) {
 		t.Errorf("acme.flash not ready = %v, want a %s error", err, steps.NotReadyType)
 	}
+}
+
+// oneResult is a Relay whose ramdisk answers every command OK.
+type oneResult struct{ kind string }
+
+func (o *oneResult) Run(_ context.Context, cmd kinds.Command, _ func(kinds.Progress)) (kinds.Result, error) {
+	o.kind = cmd.Kind
+	return kinds.Result{CommandID: cmd.ID, Kind: cmd.Kind, OK: true, Payload: []byte(`{}`)}, nil
 }

@@ -27,7 +27,9 @@ func TestDriversReachIPMI(t *testing.T) {
 	}}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
-	a.Register(env)
+	if err := a.Register(env, nil); err != nil {
+		t.Fatal(err)
+	}
 	for _, addr := range []string{s.Address(), "127.0.0.1:" + strconv.Itoa(s.Port())} { // with and without the scheme
 		target := kinds.BMCTarget{NodeID: "node_1", Address: addr, Driver: bmc.DriverIPMI, CredentialsRef: "env://BCD_SECRET_BMC"}
 		v, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOn})
@@ -67,7 +69,9 @@ func TestDriversLog(t *testing.T) {
 	}}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
-	a.Register(env)
+	if err := a.Register(env, nil); err != nil {
+		t.Fatal(err)
+	}
 	target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: bmc.DriverRedfish, CredentialsRef: "env://BCD_SECRET_BMC"}
 	if _, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: bmc.PowerOn}); err != nil {
 		t.Fatalf("power.setPower(on) = %v", err)

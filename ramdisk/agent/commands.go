@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,7 +128,8 @@ func (a *agent) run(ctx context.Context, cmd kinds.Command, p *tracker) (out any
 	}
 	h, ok := a.handlers()[cmd.Kind]
 	if !ok {
-		return nil, errs.New(errs.Unsupported, "the ramdisk does not run %q; it runs %v", cmd.Kind, kinds.RamdiskKinds())
+		return nil, errs.New(errs.Unsupported, "the ramdisk does not run %q; it runs %s", cmd.Kind,
+			strings.Join(slices.Sorted(maps.Keys(a.handlers())), ", "))
 	}
 	return h(ctx, cmd, p)
 }
