@@ -170,7 +170,8 @@ func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, 
 }
 
 // admit consumes the token for the role asked. A ramdisk or machine token
-// brought by a site agent must be for a node of that agent's site.
+// brought by a site agent must be for a node of that agent's site; one
+// that is not is refused unspent.
 func (s join) admit(ctx context.Context, m *v1.JoinRequest) (admission, error) {
 	if _, _, err := pki.ParseToken(m.Token); err != nil {
 		return admission{}, err
@@ -189,12 +190,13 @@ func (s join) admit(ctx context.Context, m *v1.JoinRequest) (admission, error) {
 		if pki.Role(m.Role) == pki.RoleNode {
 			kind, ttl = string(pki.TokenProvisioned), nodeCertTTL
 		}
-		t, err := s.store.ConsumeJoinToken(ctx, hash, kind, now)
+		site := "" // brought by a site's agent: for a node of that site, else not spent
+		if role, peerSite, ok := s.a.peer(ctx); ok && role == pki.RoleSite {
+			site = peerSite
+		}
+		t, err := s.store.ConsumeJoinToken(ctx, hash, kind, site, now)
 		if err != nil {
 			return admission{}, err
-		}
-		if role, site, ok := s.a.peer(ctx); ok && role == pki.RoleSite && site != t.SiteID {
-			return admission{}, errs.New(errs.Unauthenticated, "the token is for a node of another site")
 		}
 		return admission{role: pki.Role(m.Role), tenant: t.TenantID, site: t.SiteID, identity: t.NodeID, token: t.ID, ttl: ttl}, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,6 +186,32 @@ func TestJoinRamdiskWithDiscoveryToken(t *testing.T) {
 	}
 	if revoked, _ := a.store.CertificateRevoked(ctx, cert.SerialNumber.Text(16)); !revoked {
 		t.Errorf("the certificate is not revoked after RevokeIdentity")
+	}
+}
+
+// TestJoinThroughAnotherSiteKeepsTheToken: a ramdisk's discovery token
+// brought by another site's agent (a machine cabled to the wrong rack) is
+// refused, and the token is not spent: the machine still joins through
+// its own site.
+func TestJoinThroughAnotherSiteKeepsTheToken(t *testing.T) {
+	t.Parallel()
+	a := newAgentsEnv(t)
+	ctx := context.Background()
+	siteB, _, err := a.store.CreateSite(ctx, store.Site{TenantID: "root", Kind: "shared", Region: "r2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, hash := pki.NewToken(pki.TokenDiscovery)
+	if err := a.store.CreateJoinToken(ctx, store.JoinToken{ID: ids.New(ids.JoinToken), TenantID: "root", SiteID: a.site,
+		NodeID: ids.New(ids.Node), Kind: string(pki.TokenDiscovery), ExpiresAt: time.Now().Add(time.Hour)}, hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.join(t, a.siteClient(t, siteB.ID), string(plain), "ramdisk"); kind(err) != "UNAUTHENTICATED" ||
+		!strings.Contains(err.Error(), "another site") {
+		t.Errorf("Join(ramdisk) through site %s = %v, want UNAUTHENTICATED: the token is for a node of another site", siteB.ID, err)
+	}
+	if _, _, err := a.join(t, a.siteClient(t, a.site), string(plain), "ramdisk"); err != nil {
+		t.Errorf("Join(ramdisk) through its own site after the refusal = %v, want it admitted (the token unspent)", err)
 	}
 }
 

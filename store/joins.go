@@ -39,21 +39,24 @@ func createJoinToken(ctx context.Context, db pgxQuerier, t JoinToken, hash []byt
 }
 
 // ConsumeJoinToken marks the token with hash used, once. Unknown, used,
-// expired or of another kind: UNAUTHENTICATED, saying which, never the token.
-func (s *Store) ConsumeJoinToken(ctx context.Context, hash []byte, kind string, now time.Time) (JoinToken, error) {
+// expired, of another kind, or (site not "") for a node of another site:
+// UNAUTHENTICATED, saying which, never the token. A token refused for its
+// site is not spent.
+func (s *Store) ConsumeJoinToken(ctx context.Context, hash []byte, kind, site string, now time.Time) (JoinToken, error) {
 	const op = "store.ConsumeJoinToken"
 	var t JoinToken
+	var claimed bool
 	var used *time.Time
 	err := s.pool.QueryRow(ctx, `
 		WITH claimed AS (
 			UPDATE join_tokens SET used_at = $3
-			WHERE hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3
+			WHERE hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3 AND ($4 = '' OR site_id = $4)
 			RETURNING id)
 		SELECT j.id, j.tenant_id, j.site_id, j.node_id, j.kind, j.workflow_id, j.expires_at,
-			CASE WHEN c.id IS NULL THEN COALESCE(j.used_at, $3) END
+			c.id IS NOT NULL, j.used_at
 		FROM join_tokens j LEFT JOIN claimed c ON c.id = j.id
-		WHERE j.hash = $1`, hash, kind, now).Scan(&t.ID, &t.TenantID, &t.SiteID, &t.NodeID, &t.Kind,
-		&t.WorkflowID, &t.ExpiresAt, &used)
+		WHERE j.hash = $1`, hash, kind, now, site).Scan(&t.ID, &t.TenantID, &t.SiteID, &t.NodeID, &t.Kind,
+		&t.WorkflowID, &t.ExpiresAt, &claimed, &used)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return JoinToken{}, errs.New(errs.Unauthenticated, "unknown join token").WithOp(op)
@@ -61,12 +64,14 @@ func (s *Store) ConsumeJoinToken(ctx context.Context, hash []byte, kind string, 
 		return JoinToken{}, dbError(op, err)
 	case t.Kind != kind:
 		return JoinToken{}, errs.New(errs.Unauthenticated, "this join token is not a %s token", kind).WithOp(op)
-	case used == nil:
+	case claimed:
 		return t, nil
+	case used != nil:
+		return JoinToken{}, errs.New(errs.Unauthenticated, "the join token was already used; each token admits one agent once").WithOp(op)
 	case !t.ExpiresAt.After(now):
 		return JoinToken{}, errs.New(errs.Unauthenticated, "the join token expired at %s", t.ExpiresAt.UTC().Format(time.RFC3339)).WithOp(op)
-	default:
-		return JoinToken{}, errs.New(errs.Unauthenticated, "the join token was already used; each token admits one agent once").WithOp(op)
+	default: // unused, unexpired, its kind: the site differs
+		return JoinToken{}, errs.New(errs.Unauthenticated, "the token is for a node of another site; it stays usable through that site's agent").WithOp(op)
 	}
 }
 

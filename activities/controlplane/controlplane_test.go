@@ -101,14 +101,14 @@ func TestIssueDiscoveryTokenIsSingleUse(t *testing.T) {
 	if !strings.HasPrefix(tok, "bcdisc_") || tok == again {
 		t.Errorf("IssueDiscoveryToken = %q then %q, want two distinct bcdisc_ tokens", tok[:8], again[:8])
 	}
-	jt, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), f.now)
+	jt, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), "", f.now)
 	if err != nil {
 		t.Fatalf("ConsumeJoinToken(fresh) = %v", err)
 	}
 	if jt.NodeID != node || jt.SiteID != f.site || jt.WorkflowID != in.WorkflowID || !jt.ExpiresAt.Equal(f.now.Add(controlplane.DiscoveryTTL)) {
 		t.Errorf("token = %+v, want node %s site %s workflow %s, expiring %s", jt, node, f.site, in.WorkflowID, f.now.Add(controlplane.DiscoveryTTL))
 	}
-	if _, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), f.now); !errs.Is(err, errs.Unauthenticated) {
+	if _, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), "", f.now); !errs.Is(err, errs.Unauthenticated) {
 		t.Errorf("ConsumeJoinToken(used) = %v, want UNAUTHENTICATED", err)
 	}
 }
