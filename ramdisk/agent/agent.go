@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/ramdisk/disk"
+	"github.com/better-compute/better-compute/sdk"
 )
 
 // Config is what Run needs. Only Cmdline is required.
@@ -57,6 +58,12 @@ type Config struct {
 	// agent starts running one (not when it posts a kept result again), so
 	// an emulated machine can record what its ramdisk ran.
 	OnCommand func(kind string)
+	// Plugins are the plugins whose ramdisk steps (RunsOn sdk.Ramdisk, with
+	// a Run) this ramdisk runs beside the built-in kinds, as a plugin
+	// author's bcd build passes the same plugins to its site agent
+	// (siteagent.Config.Plugins); a ramdisk without the plugin answers its
+	// steps UNSUPPORTED, naming what it runs.
+	Plugins []sdk.Plugin
 	// Tracer records a span of each command run, from its start to its
 	// result posted, a child of the site's span of the command (the relay's
 	// traceparent); nil for none.
@@ -86,12 +93,14 @@ type agent struct {
 	cfg    Config
 	boot   Boot
 	nodeID string
-	log    *slog.Logger
-	logs   *ring
-	key    ed25519.PrivateKey
-	relay  *relay
-	stop   context.CancelFunc // ends the poll loop (after kexec)
-	wg     sync.WaitGroup
+	// plugins are the plugin steps it runs, by id (Config.Plugins).
+	plugins map[string]sdk.Step
+	log     *slog.Logger
+	logs    *ring
+	key     ed25519.PrivateKey
+	relay   *relay
+	stop    context.CancelFunc // ends the poll loop (after kexec)
+	wg      sync.WaitGroup
 
 	mu     sync.Mutex
 	cmds   map[string]*entry
@@ -104,6 +113,10 @@ type agent struct {
 // that the site refuses is returned as an error.
 func Run(ctx context.Context, cfg Config) error {
 	cfg.fill()
+	plugins, err := pluginSteps(cfg.Plugins)
+	if err != nil {
+		return err
+	}
 	b, err := ParseCmdline(cfg.Cmdline)
 	if err != nil {
 		return err
@@ -117,7 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	logs := newRing(maxLogLines)
 	a := &agent{cfg: cfg, boot: b, nodeID: b.NodeID, logs: logs, key: signer.(ed25519.PrivateKey),
-		relay: newRelay(b, signer), cmds: map[string]*entry{}, resume: map[string]int64{}}
+		relay: newRelay(b, signer), cmds: map[string]*entry{}, resume: map[string]int64{}, plugins: plugins}
 	a.log = slog.New(newTee(cfg.Logger.Handler(), logs)).With("node", b.NodeID)
 	a.log.Info("ramdisk: starting", "boot", b)
 	if err := a.join(ctx); err != nil {

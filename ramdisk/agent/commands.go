@@ -23,7 +23,7 @@ type entry struct {
 type handler func(ctx context.Context, cmd kinds.Command, p *tracker) (any, error)
 
 func (a *agent) handlers() map[string]handler {
-	return map[string]handler{
+	h := map[string]handler{
 		kinds.InventoryRefresh: a.inventory,
 		kinds.DiskWipe:         a.wipe,
 		kinds.DeployImage:      a.deployImage,
@@ -31,6 +31,10 @@ func (a *agent) handlers() map[string]handler {
 		kinds.LogsCollect:      a.collectLogs,
 		kinds.DiagNVML:         a.diagNVML,
 	}
+	for id, s := range a.plugins {
+		h[id] = a.pluginStep(s)
+	}
+	return h
 }
 
 // dispatch starts cmd unless its id was seen: a running command is left to
