@@ -9,6 +9,7 @@
 #   ITERS=3 bench/fleet.sh [SIZES]   (default SIZES 1,5,20; ITERS loops per size)
 #   ITERS=1 bench/fleet.sh 200,1000  (the large fleets: about 5 and 30 minutes a loop on 2 cores)
 #   TRACE=1 bench/fleet.sh 20        (tracing on: every span exported over OTLP/HTTP to an in-process receiver)
+#   PROFILE=/abs/dir bench/fleet.sh 200 (CPU profiles of the timed loops: dir/ours-N=200.pprof, dir/bare-N=200.pprof)
 #   CLUSTER=1,20 bench/fleet.sh 1,20 (also on a Temporal cluster on PostgreSQL, deploy/cluster/Procfile's processes,
 #                                     at these sizes, each one of SIZES: loops/s against the embedded default's)
 #
@@ -24,7 +25,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 (cd "$repo" && go test -tags fakehw -run '^$' -bench '^BenchmarkFleet$' -benchtime "${iters}x" -timeout "${TIMEOUT:-4h}" \
-	./demo -args -fleet="$sizes" ${TRACE:+-fleet-trace} ${CLUSTER:+-fleet-cluster="$CLUSTER"}) | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2
+	./demo -args -fleet="$sizes" ${TRACE:+-fleet-trace} ${CLUSTER:+-fleet-cluster="$CLUSTER"} ${PROFILE:+-fleet-cpuprofile="$PROFILE"}) | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2
 
 # A result line is: name iterations ns/op then value unit pairs.
 awk '

