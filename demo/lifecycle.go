@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
@@ -52,13 +54,43 @@ func (d *Demo) EnrollReady(ctx context.Context, m emulate.MachineInfo) (string, 
 // waitVerb waits until the node is in state want and the verb's workflow
 // has closed: the workflow records the state before its last steps, and the
 // node takes no other verb while it runs (a loaded control plane left
-// seconds between the two, and the next verb was refused as busy). There is
-// no bound on the whole phase, which in a long queue (1,000 machines on 2
-// cores) lasts as long as the queue does; the phase fails when the machine
-// makes no progress for Config.Stall (default DefaultStall), naming the
-// node, its state, its newest command and the workflow's pending step.
+// seconds between the two, and the next verb was refused as busy). The close
+// comes from the workflow's result, waited for through the control plane's
+// Temporal client as the fleet benchmark and its bare baseline wait for
+// theirs (one long poll), not from polling; the polls (every phasePollEvery)
+// print the machine's progress and watch for a stall. There is no bound on
+// the whole phase, which in a long queue (1,000 machines on 2 cores) lasts as
+// long as the queue does; the phase fails when the machine makes no progress
+// for Config.Stall (default DefaultStall), naming the node, its state, its
+// newest command and the workflow's pending step.
 func (d *Demo) waitVerb(ctx context.Context, name, node, want string, run *v1.VerbResponse) error {
-	return watchPhase(ctx, name, node, want, d.cfg.Stall, d.pollEvery(), func(ctx context.Context, describe bool) (phaseSeen, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	closed := make(chan string, 1)
+	go func() {
+		for {
+			err := d.CP.Client().GetWorkflow(ctx, run.WorkflowId, run.RunId).Get(ctx, nil)
+			var failed *temporal.WorkflowExecutionError
+			switch {
+			case ctx.Err() != nil:
+				return // the phase ended without it
+			case err == nil:
+				closed <- ""
+				return
+			case errors.As(err, &failed): // failed, canceled, terminated or timed out
+				closed <- err.Error()
+				return
+			}
+			// Temporal did not answer (restarted, say): the polls watch the
+			// phase meanwhile, and describe the workflow's close too.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d.phasePollEvery()):
+			}
+		}
+	}()
+	return watchPhase(ctx, name, node, want, d.cfg.Stall, d.phasePollEvery(), closed, func(ctx context.Context, describe bool) (phaseSeen, error) {
 		return d.observe(ctx, name, node, run, describe)
 	})
 }
@@ -117,12 +149,15 @@ func (d *Demo) observe(ctx context.Context, name, node string, run *v1.VerbRespo
 }
 
 // watchPhase looks at a machine every poll until it is in state want and
-// its workflow has closed. It fails when the node fails (having left the
-// state it was in at the start) or is retired, when the workflow closes with
-// an error, or when nothing it sees changes for stall (DefaultStall when
-// zero). It describes the workflow every stall/5, and every poll once the
-// node is in want.
-func watchPhase(ctx context.Context, name, node, want string, stall, poll time.Duration,
+// its workflow has closed. The close comes on closed (the workflow's error,
+// "" when it completed; nil: only from look), which ends the wait for the
+// next poll: one more look then sees the state the workflow left. It fails
+// when the node fails (having left the state it was in at the start) or is
+// retired, when the workflow closes with an error, or when nothing it sees
+// changes for stall (DefaultStall when zero). It describes the workflow every
+// stall/5, and every poll once the node is in want unless closed will say
+// when the workflow closes.
+func watchPhase(ctx context.Context, name, node, want string, stall, poll time.Duration, closed <-chan string,
 	look func(ctx context.Context, describe bool) (phaseSeen, error)) error {
 	if stall <= 0 {
 		stall = DefaultStall
@@ -130,9 +165,11 @@ func watchPhase(ctx context.Context, name, node, want string, stall, poll time.D
 	var last phaseSeen
 	var since, described time.Time
 	first, moved := "", false
+	result, heard := "", false // what closed said
+	byResult := closed != nil
 	for i := 0; ; i++ {
 		now := time.Now()
-		describe := i == 0 || now.Sub(described) >= stall/5 || last.State == want
+		describe := i == 0 || now.Sub(described) >= stall/5 || (last.State == want && !byResult)
 		s, err := look(ctx, describe)
 		if err != nil {
 			return err
@@ -141,6 +178,9 @@ func watchPhase(ctx context.Context, name, node, want string, stall, poll time.D
 			described = now
 		} else {
 			s.Events, s.Pending, s.Closed, s.Result = last.Events, last.Pending, last.Closed, last.Result
+		}
+		if heard {
+			s.Closed, s.Result = true, result
 		}
 		if first == "" {
 			first = s.State
@@ -163,6 +203,8 @@ func watchPhase(ctx context.Context, name, node, want string, stall, poll time.D
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s (%s) waiting for %s: %w", name, node, want, ctx.Err())
+		case result = <-closed:
+			heard, closed = true, nil // a nil channel: no second receive
 		case <-time.After(poll):
 		}
 	}
@@ -262,6 +304,11 @@ func (d *Demo) DeployAndRelease(ctx context.Context, name, node string) error {
 // 200 at once on a loaded 2-core machine, phases outlived the 5-minute bound
 // a phase then had).
 const MaxInFlight = 50
+
+// phasePollEvery is how often waitVerb looks at a machine: twice
+// pollEvery, as its polls only print progress and watch for a stall (the
+// workflow's result says when the phase is over).
+func (d *Demo) phasePollEvery() time.Duration { return 2 * d.pollEvery() }
 
 // pollEvery is how often Wait asks for a node: 250 ms for a few machines,
 // longer for many, so the demo's polls (a metal.get and a commands.list
