@@ -22,6 +22,10 @@ func checkPortFree(host string, port int, what string) error {
 	return l.Close()
 }
 
+// pickPort picks the internal services' ports: freePort, but for a test
+// that makes the pick collide.
+var pickPort = freePort
+
 // freePort returns a port on host that was free a moment ago.
 func freePort(host string) (int, error) {
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,17 +92,40 @@ const startTimeout = 30 * time.Second
 // returns once the frontend answers and the namespace has the search
 // attributes. A port already in use is an UNAVAILABLE error, a data
 // directory that another running server holds is INVALID_STATE; both are
-// found before anything binds.
+// found before anything binds. A port Start picked itself (the internal
+// services', and the frontend's and UI's when 0) is free when picked but
+// bound a moment later: when another process takes it in between, Start
+// tries again with fresh ports, up to startAttempts times.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	const op = "temporal.start"
 	began := time.Now()
 	cfg = withDefaults(cfg)
+	for attempt := 1; ; attempt++ {
+		s, err := startOnce(ctx, cfg)
+		if err == nil {
+			cfg.Logger.Info("temporal server started", "frontend", s.frontend, "tls", s.tls != nil, "ui", s.uiURL,
+				"namespace", cfg.Namespace, "dataDir", cfg.DataDir, "took", time.Since(began).Round(time.Millisecond))
+			return s, nil
+		}
+		if attempt == startAttempts || !strings.Contains(err.Error(), "address already in use") {
+			return nil, withOp(err, op)
+		}
+		cfg.Logger.Warn("a port picked for the Temporal server was taken before it bound; trying other ports", "err", err)
+	}
+}
+
+// startAttempts bounds Start's tries when a port it picked is taken.
+const startAttempts = 3
+
+// startOnce picks the ports and starts the server on them; on error what
+// started is stopped.
+func startOnce(ctx context.Context, cfg Config) (*Server, error) {
 	p, err := resolvePorts(cfg)
 	if err != nil {
-		return nil, withOp(err, op)
+		return nil, err
 	}
 	if p.ui != 0 && cfg.UIGate == nil {
-		return nil, withOp(errs.New(errs.InvalidInput, "the Web UI needs a gate (Config.UIGate): it shows every tenant's workflows"), op)
+		return nil, errs.New(errs.InvalidInput, "the Web UI needs a gate (Config.UIGate): it shows every tenant's workflows")
 	}
 	s := &Server{
 		frontend: net.JoinHostPort(connectHost(cfg.Host), strconv.Itoa(p.frontend)),
@@ -111,15 +135,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	s.logLevel.Set(cfg.LogLevel.Level())
 	if cfg.TLS != nil {
 		if s.tls, err = loadTLS(*cfg.TLS, connectHost(cfg.Host)); err != nil {
-			return nil, withOp(err, op)
+			return nil, err
 		}
 	}
 	if err := s.start(ctx, cfg, p); err != nil {
 		s.Stop()
-		return nil, withOp(err, op)
+		return nil, err
 	}
-	cfg.Logger.Info("temporal server started", "frontend", s.frontend, "tls", s.tls != nil, "ui", s.uiURL,
-		"namespace", cfg.Namespace, "dataDir", cfg.DataDir, "took", time.Since(began).Round(time.Millisecond))
 	return s, nil
 }
 
@@ -186,7 +208,7 @@ func resolvePorts(cfg Config) (ports, error) {
 		return p, err
 	}
 	for _, q := range []*int{&p.history, &p.matching, &p.worker} {
-		if *q, err = freePort(loopback); err != nil {
+		if *q, err = pickPort(loopback); err != nil {
 			return p, err
 		}
 	}

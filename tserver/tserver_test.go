@@ -196,3 +196,32 @@ func TestPortTaken(t *testing.T) {
 		})
 	}
 }
+
+// TestStartRetriesATakenPick: a port Start picked for an internal service
+// and another process took before the server bound it (parallel tests
+// picking ports on one machine) makes Start try again with fresh ports,
+// not fail "address already in use".
+func TestStartRetriesATakenPick(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	picks := 0
+	pickPort = func(host string) (int, error) {
+		if picks++; picks == 2 { // the first attempt's matching port
+			return taken, nil
+		}
+		return freePort(host)
+	}
+	defer func() { pickPort = freePort }()
+	s, err := Start(context.Background(), Config{UIPort: -1, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("Start with a picked port taken = %v, want it started on other ports", err)
+	}
+	defer s.Stop()
+	if picks < 4 {
+		t.Errorf("Start picked %d internal ports, want a second attempt's too", picks)
+	}
+}
