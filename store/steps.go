@@ -35,6 +35,11 @@ func (s *Store) PublishSteps(ctx context.Context, siteID, worker string, steps [
 		return dbError(op, err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	// Publishers of the same rows (two workers with the same plugins
+	// starting at once) take turns: each deletes what the last committed.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('published_steps/' || $1 || '/' || $2))", siteID, worker); err != nil {
+		return dbError(op, err)
+	}
 	if _, err := tx.Exec(ctx, "DELETE FROM published_steps WHERE site_id IS NOT DISTINCT FROM NULLIF($1, '') AND worker = $2", siteID, worker); err != nil {
 		return dbError(op, err)
 	}

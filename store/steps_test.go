@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,5 +54,38 @@ func TestPublishSteps(t *testing.T) {
 	}
 	if err := s.PublishSteps(ctx, "site_01k5w0000000000000000000zz", "", []sdk.Step{step("acme.mount", sdk.Site)}); !errs.Is(err, errs.NotFound) {
 		t.Errorf("PublishSteps(unknown site) = %v, want NOT_FOUND", err)
+	}
+}
+
+// TestPublishStepsConcurrently: workers with the same plugins starting at
+// once (two serve --only worker) each publish the same rows; each
+// replaces the other's, and none fails on the unique key
+// (published_steps_key) as they did when both deleted, then inserted.
+func TestPublishStepsConcurrently(t *testing.T) {
+	t.Parallel()
+	s := newTenants(t)
+	ctx := t.Context()
+	steps := []sdk.Step{{ID: "acme.render", RunsOn: sdk.ControlPlane, Timeout: time.Minute},
+		{ID: "acme.check", RunsOn: sdk.ControlPlane, Timeout: time.Minute}}
+	const workers, rounds = 6, 10
+	errc := make(chan error, workers*rounds)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range rounds {
+				errc <- s.PublishSteps(ctx, "", "bc,acme", steps)
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Fatalf("PublishSteps from %d workers at once = %v, want each to replace the rows", workers, err)
+		}
+	}
+	got, err := s.PublishedSteps(ctx, []string{"a"})
+	if err != nil || len(got) != 2 {
+		t.Errorf("PublishedSteps after = %d rows, %v; want the 2 steps once", len(got), err)
 	}
 }
