@@ -9,9 +9,9 @@ import (
 
 // Timeouts of the lifecycle's own commands.
 const (
-	InventoryTimeout = 15 * time.Minute // includes the ramdisk's boot
-	WipeTimeout      = 12 * time.Hour
-	CacheTimeout     = 4 * time.Hour
+	inventoryTimeout = 15 * time.Minute // includes the ramdisk's boot
+	wipeTimeout      = 12 * time.Hour
+	cacheTimeout     = 4 * time.Hour
 )
 
 // lifecycle are the lifecycle's own commands, declared as steps like the
@@ -35,10 +35,10 @@ func lifecycle() []sdk.Step {
 		site(kinds.BMCInspect, BMCTimeout, "reads the machine's inventory and power state from its BMC (kinds.InspectInput)"),
 		site(kinds.BootSetEntry, BMCTimeout, "serves a machine that PXE-boots the ramdisk with a single-use discovery token, or its local disk (kinds.BootEntry)"),
 		site(kinds.BootClearEntry, BMCTimeout, "forgets a machine's boot entry (kinds.ClearEntryInput)"),
-		site(kinds.CacheEnsureImage, CacheTimeout, "fetches a catalog image into the site cache and verifies its digest (kinds.EnsureImageInput)"),
-		ramdisk(kinds.InventoryRefresh, InventoryTimeout, "reports the machine's disks, NICs and identity from the ramdisk"),
-		ramdisk(kinds.DiskWipe, WipeTimeout, "wipes every disk and signs an attestation per disk, bound to the run's nonce (kinds.WipeInput)"),
-		ramdisk(kinds.LogsCollect, InventoryTimeout, "returns the ramdisk's recent log"),
-		ramdisk(kinds.DiagNVML, InventoryTimeout, "runs the GPU diagnostics through NVML"),
+		site(kinds.CacheEnsureImage, cacheTimeout, "fetches a catalog image into the site cache and verifies its digest (kinds.EnsureImageInput)"),
+		ramdisk(kinds.InventoryRefresh, inventoryTimeout, "reports the machine's disks, NICs and identity from the ramdisk"),
+		ramdisk(kinds.DiskWipe, wipeTimeout, "wipes every disk and signs an attestation per disk, bound to the run's nonce (kinds.WipeInput)"),
+		ramdisk(kinds.LogsCollect, inventoryTimeout, "returns the ramdisk's recent log"),
+		ramdisk(kinds.DiagNVML, inventoryTimeout, "runs the GPU diagnostics through NVML"),
 	}
 }

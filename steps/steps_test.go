@@ -109,11 +109,11 @@ func TestLifecycleCommandsAreSteps(t *testing.T) {
 		{kinds.BMCInspect, sdk.Site, BMCTimeout},
 		{kinds.BootSetEntry, sdk.Site, BMCTimeout},
 		{kinds.BootClearEntry, sdk.Site, BMCTimeout},
-		{kinds.CacheEnsureImage, sdk.Site, CacheTimeout},
-		{kinds.InventoryRefresh, sdk.Ramdisk, InventoryTimeout},
-		{kinds.DiskWipe, sdk.Ramdisk, WipeTimeout},
-		{kinds.LogsCollect, sdk.Ramdisk, InventoryTimeout},
-		{kinds.DiagNVML, sdk.Ramdisk, InventoryTimeout},
+		{kinds.CacheEnsureImage, sdk.Site, cacheTimeout},
+		{kinds.InventoryRefresh, sdk.Ramdisk, inventoryTimeout},
+		{kinds.DiskWipe, sdk.Ramdisk, wipeTimeout},
+		{kinds.LogsCollect, sdk.Ramdisk, inventoryTimeout},
+		{kinds.DiagNVML, sdk.Ramdisk, inventoryTimeout},
 	} {
 		s, ok := r.Step(tc.id)
 		if !ok || s.RunsOn != tc.runsOn || !s.Lifecycle || s.Timeout != tc.timeout || Timeout(tc.id) != tc.timeout {

@@ -20,11 +20,7 @@ func TestReleaseRevokesTheOSAgent(t *testing.T) {
 	t.Parallel()
 	s, site := newSite(t)
 	ctx := t.Context()
-	n := newNodeIn(t, s, site, "bcd", store.PoolPolicy{})
-	run := store.Run{WorkflowID: "metal/" + n.ID, RunID: "run-1"}
-	if err := s.RecordWipe(ctx, attested(n, run)); err != nil {
-		t.Fatal(err)
-	}
+	n, run := wipedNode(t, s, site)
 	move(t, s, n.ID, nodestate.Inspecting, nodestate.Ready, store.TransitionInfo{Run: run})
 	move(t, s, n.ID, nodestate.Ready, nodestate.Deploying, store.TransitionInfo{})
 	move(t, s, n.ID, nodestate.Deploying, nodestate.Deployed, store.TransitionInfo{})

@@ -31,6 +31,18 @@ func newNodeIn(t *testing.T, s *store.Store, site store.Site, agent string, poli
 	return n
 }
 
+// wipedNode returns a node of newNodeIn and a run of its workflow with an
+// attested wipe recorded, which a move into ready consumes.
+func wipedNode(t *testing.T, s *store.Store, site store.Site) (store.Node, store.Run) {
+	t.Helper()
+	n := newNodeIn(t, s, site, "bcd", store.PoolPolicy{})
+	run := store.Run{WorkflowID: "metal/" + n.ID, RunID: "run-1"}
+	if err := s.RecordWipe(t.Context(), attested(n, run)); err != nil {
+		t.Fatal(err)
+	}
+	return n, run
+}
+
 func move(t *testing.T, s *store.Store, id string, from, to nodestate.State, info store.TransitionInfo) {
 	t.Helper()
 	if err := s.Transition(t.Context(), "a", id, from, to, info); err != nil {
@@ -112,11 +124,7 @@ func TestReadyRefusedInSQL(t *testing.T) {
 	t.Parallel()
 	s, site := newSite(t)
 	ctx := t.Context()
-	n := newNodeIn(t, s, site, "bcd", store.PoolPolicy{})
-	run := store.Run{WorkflowID: "metal/" + n.ID, RunID: "run-1"}
-	if err := s.RecordWipe(ctx, attested(n, run)); err != nil {
-		t.Fatal(err)
-	}
+	n, _ := wipedNode(t, s, site)
 	var wipe string
 	if err := s.Pool().QueryRow(ctx, "SELECT id FROM wipe_records WHERE node_id = $1", n.ID).Scan(&wipe); err != nil {
 		t.Fatal(err)

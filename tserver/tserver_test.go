@@ -160,12 +160,7 @@ func uiGet(t *testing.T, s *Server, path string) string {
 
 // TestPortTaken checks that a busy port is a clear error, not an exit.
 func TestPortTaken(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	taken := l.Addr().(*net.TCPAddr).Port
+	taken := takenPort(t)
 	tests := []struct {
 		name string
 		cfg  Config
@@ -202,12 +197,7 @@ func TestPortTaken(t *testing.T) {
 // picking ports on one machine) makes Start try again with fresh ports,
 // not fail "address already in use".
 func TestStartRetriesATakenPick(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	taken := l.Addr().(*net.TCPAddr).Port
+	taken := takenPort(t)
 	picks := 0
 	pickPort = func(host string) (int, error) {
 		if picks++; picks == 2 { // the first attempt's matching port
@@ -224,4 +214,15 @@ func TestStartRetriesATakenPick(t *testing.T) {
 	if picks < 4 {
 		t.Errorf("Start picked %d internal ports, want a second attempt's too", picks)
 	}
+}
+
+// takenPort returns a loopback port held by a listener until the test ends.
+func takenPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -185,10 +185,10 @@ func (d *deployer) pinImage(id string) (pinned, error) {
 	}
 	// The site heartbeats every 5 s while it fetches or waits for the
 	// image, so a site agent that dies under it is noticed within 20 s and
-	// the fetch retried, not after steps.CacheTimeout.
+	// the fetch retried, not after its step's timeout.
 	var cached kinds.EnsureImageOutput
 	step, _ := d.next(kinds.CacheEnsureImage)
-	if err := d.command(step, kinds.CacheEnsureImage, "site", d.siteOptions(step, steps.CacheTimeout, 20*time.Second), img, &cached); err != nil {
+	if err := d.command(step, kinds.CacheEnsureImage, "site", d.siteOptions(step, steps.Timeout(kinds.CacheEnsureImage), 20*time.Second), img, &cached); err != nil {
 		return pinned{}, err
 	}
 	return pinned{EnsureImageInput: img, Path: cached.Path}, nil

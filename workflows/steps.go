@@ -166,7 +166,7 @@ func (r *run) inspectBMC() error {
 // which every later wipe must cover.
 func (r *run) refreshInventory() error {
 	var inv kinds.Inventory
-	res, err := r.ramdisk(kinds.InventoryRefresh, steps.InventoryTimeout, struct{}{}, &inv)
+	res, err := r.ramdisk(kinds.InventoryRefresh, steps.Timeout(kinds.InventoryRefresh), struct{}{}, &inv)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (r *run) wipe(mode, fallback string) (*kinds.WipeAttestation, error) {
 	in := kinds.WipeInput{Mode: mode, Fallback: fallback, WorkflowID: r.info.WorkflowExecution.ID, Nonce: nonce}
 	var res kinds.Result
 	err := r.onRamdisk(func() (err error) {
-		res, err = r.ramdisk(kinds.DiskWipe, steps.WipeTimeout, in, nil)
+		res, err = r.ramdisk(kinds.DiskWipe, steps.Timeout(kinds.DiskWipe), in, nil)
 		return err
 	})
 	if err != nil {

@@ -18,23 +18,20 @@ func pluginSteps(plugins []sdk.Plugin) (map[string]sdk.Step, error) {
 	if len(plugins) == 0 {
 		return nil, nil
 	}
-	reg, err := steps.Registry(plugins...)
-	if err != nil {
+	if _, err := steps.Registry(plugins...); err != nil { // ids, timeouts, reserved names
 		return nil, errs.Wrap(errs.InvalidInput, err, "the ramdisk's plugins")
 	}
-	builtin := map[string]bool{}
-	for _, s := range steps.Builtins().Steps {
-		builtin[s.ID] = true
-	}
 	out := map[string]sdk.Step{}
-	for _, s := range reg.Steps() {
-		if s.RunsOn != sdk.Ramdisk || builtin[s.ID] {
-			continue
+	for _, p := range plugins {
+		for _, s := range p.Steps {
+			if s.RunsOn != sdk.Ramdisk {
+				continue
+			}
+			if s.Run == nil {
+				return nil, errs.New(errs.InvalidInput, "ramdisk step %s has no Run: its plugin must give one", s.ID)
+			}
+			out[s.ID] = s
 		}
-		if s.Run == nil {
-			return nil, errs.New(errs.InvalidInput, "ramdisk step %s has no Run: its plugin must give one", s.ID)
-		}
-		out[s.ID] = s
 	}
 	return out, nil
 }
