@@ -13,6 +13,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/better-compute/better-compute/bmc"
@@ -75,22 +76,64 @@ func New(cfg Config) (*Driver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tc, err := cfg.Credentials.TLS.ClientConfig()
+	tr, err := transportFor(cfg.Credentials.TLS)
 	if err != nil {
 		return nil, err
 	}
-	tr.TLSClientConfig = tc
 	return &Driver{
 		addr: cfg.Address, creds: cfg.Credentials, basic: cfg.BasicAuth, tls: cfg.Credentials.TLS, timeout: cfg.Timeout, confirm: cfg.Confirm,
-		http: &http.Client{Transport: tr}, log: cfg.Logger.With("bmc", cfg.Address.HostPort(), "driver", "redfish"),
+		http: &http.Client{Transport: keepAlive{tr}}, log: cfg.Logger.With("bmc", cfg.Address.HostPort(), "driver", "redfish"),
 	}, nil
 }
 
-// Close drops idle connections. Safe to call twice.
-func (d *Driver) Close() error {
-	d.http.CloseIdleConnections()
-	return nil
+// Close releases the driver. Its connections stay with the transport its
+// TLS policy shares (transportFor), idle ones closing on their own. Safe
+// to call twice.
+func (d *Driver) Close() error { return nil }
+
+// transports holds one *http.Transport per TLS policy (bmc.TLS, compared by
+// value), shared by every driver with that policy: a site agent makes a
+// Driver per BMC call, and a transport of its own each time cost every call
+// a TCP connection and a TLS handshake on both ends (a Redfish operation is
+// a login, a few GETs, its action and a logout). A connection is checked
+// against the policy once, when it is made, and requests carry their own
+// credentials, so connections of one policy are interchangeable; a BMC's
+// idle connection closes after idleBMCConn.
+var transports sync.Map // bmc.TLS → *http.Transport
+
+// idleBMCConn is how long a BMC connection is kept open unused: long
+// enough for the next command of a workflow, short enough not to hold one
+// of the few connection slots a BMC has for long.
+const idleBMCConn = 30 * time.Second
+
+// keepAlive sends requests without "Connection: close": gofish asks for it
+// on every request unless it made the HTTP client itself.
+type keepAlive struct{ rt http.RoundTripper }
+
+func (k keepAlive) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Close {
+		r := *req // RoundTrip must not change the caller's request
+		r.Close = false
+		req = &r
+	}
+	return k.rt.RoundTrip(req)
+}
+
+func transportFor(policy bmc.TLS) (*http.Transport, error) {
+	if tr, ok := transports.Load(policy); ok {
+		return tr.(*http.Transport), nil
+	}
+	tc, err := policy.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	tr.MaxIdleConns = 0 // no bound across BMCs; one host keeps at most MaxIdleConnsPerHost
+	tr.MaxIdleConnsPerHost = 2
+	tr.IdleConnTimeout = idleBMCConn
+	got, _ := transports.LoadOrStore(policy, tr)
+	return got.(*http.Transport), nil
 }
 
 // conn is one operation's connection to the BMC.

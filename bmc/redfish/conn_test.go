@@ -1,0 +1,55 @@
+package redfish
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"github.com/better-compute/better-compute/emulate/redfishbmc"
+)
+
+// countingListener counts the connections a server accepts.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int32
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// TestCallsShareAConnection: the site agent makes a Driver for each BMC
+// call and closes it after; consecutive calls to one BMC reuse one
+// connection (each used to open its own, with a TLS handshake on both ends).
+func TestCallsShareAConnection(t *testing.T) {
+	t.Parallel()
+	b, err := redfishbmc.New(redfishbmc.Config{Username: "admin", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &countingListener{Listener: inner}
+	b.Start(ln)
+	t.Cleanup(func() { _ = b.Close() })
+
+	for i := range 3 {
+		d := newDriver(t, b.SystemURL(), "s3cret")
+		if _, err := d.PowerState(context.Background()); err != nil {
+			t.Fatalf("call %d: PowerState() = %v", i, err)
+		}
+		if err := d.Close(); err != nil {
+			t.Fatalf("call %d: Close() = %v", i, err)
+		}
+	}
+	if got := ln.accepted.Load(); got != 1 {
+		t.Errorf("the BMC accepted %d connections for 3 calls, want 1", got)
+	}
+}
