@@ -62,6 +62,16 @@ type Table struct {
 	// changed holds a token after a discovery was recorded, until the
 	// reporter takes it: many sightings while it reports wake it once.
 	changed chan struct{}
+
+	// A change is in memory at once and on disk when its call returns;
+	// the changes made while one write is in flight go to disk together in
+	// the next (commitLocked). version counts changes, written is the
+	// version on disk, writing says a write is in flight (without mu),
+	// wrote wakes the changes waiting for it.
+	version, written uint64
+	writing          bool
+	wrote            *sync.Cond
+	write            func(path string, data []byte, mode os.FileMode) error // atomicfile.Write
 }
 
 // Open loads the table persisted at path, or starts an empty one.
@@ -69,8 +79,9 @@ func Open(path string, log *slog.Logger) (*Table, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Table{path: path, log: log, now: time.Now, changed: make(chan struct{}, 1),
+	t := &Table{path: path, log: log, now: time.Now, changed: make(chan struct{}, 1), write: atomicfile.Write,
 		entries: map[string]kinds.BootEntry{}, byMAC: map[string]string{}, discoveries: map[string]Discovery{}}
+	t.wrote = sync.NewCond(&t.mu)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return t, nil
@@ -117,7 +128,7 @@ func (t *Table) SetEntry(e kinds.BootEntry) error {
 	}
 	t.entries[e.NodeID] = e
 	t.followLocked(e.NodeID, &e)
-	return t.saveLocked()
+	return t.commitLocked()
 }
 
 // ClearEntry forgets the node's entry; nothing if there is none.
@@ -132,7 +143,7 @@ func (t *Table) ClearEntry(nodeID string) error {
 	}
 	t.removeLocked(nodeID)
 	t.followLocked(nodeID, nil)
-	return t.saveLocked()
+	return t.commitLocked()
 }
 
 // Lookup returns the entry that serves mac (already normalized).
@@ -180,7 +191,7 @@ func (t *Table) Discovered(seen Discovery) error {
 	case t.changed <- struct{}{}:
 	default: // a wake-up is pending already
 	}
-	return t.saveLocked()
+	return t.commitLocked()
 }
 
 // DiscoveriesChanged receives after a discovery was recorded (once for
@@ -210,9 +221,42 @@ func (t *Table) removeLocked(nodeID string) {
 	delete(t.entries, nodeID)
 }
 
-// saveLocked writes the table atomically, mode 0600: entries hold discovery
-// tokens.
-func (t *Table) saveLocked() error {
+// commitLocked returns once the table as it is now is on disk, written
+// atomically with mode 0600 (entries hold discovery tokens). The write
+// happens without mu, so lookups and marks go on meanwhile, and changes
+// that arrive during it are written together by the next one: with many
+// boots at once, one encode and fsync of the whole table serves them all
+// instead of one each. A failed write fails its callers; a change waiting
+// for it writes again.
+func (t *Table) commitLocked() error {
+	t.version++
+	mine := t.version
+	for t.written < mine {
+		if t.writing {
+			t.wrote.Wait()
+			continue
+		}
+		v := t.version
+		b, err := t.encodeLocked()
+		if err != nil {
+			return err
+		}
+		t.writing = true
+		t.mu.Unlock()
+		err = t.write(t.path, b, 0o600)
+		t.mu.Lock()
+		t.writing = false
+		t.wrote.Broadcast()
+		if err != nil {
+			return err
+		}
+		t.written = v
+	}
+	return nil
+}
+
+// encodeLocked is the table as persisted.
+func (t *Table) encodeLocked() ([]byte, error) {
 	var f file
 	for _, e := range t.entries {
 		f.Entries = append(f.Entries, e)
@@ -224,7 +268,7 @@ func (t *Table) saveLocked() error {
 	sort.Slice(f.Discoveries, func(i, j int) bool { return f.Discoveries[i].MAC < f.Discoveries[j].MAC })
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
-		return errs.Wrap(errs.Internal, err, "cannot encode the boot table")
+		return nil, errs.Wrap(errs.Internal, err, "cannot encode the boot table")
 	}
-	return atomicfile.Write(t.path, b, 0o600)
+	return b, nil
 }
