@@ -176,13 +176,19 @@ func (s metal) checkCredentialsRef(ctx context.Context, tenant, ref string) erro
 }
 
 // start starts verb v's workflow on node n, one operation per node at a time.
+// A node in an active state has a workflow on it: it is refused at once,
+// naming that workflow. A resting node's workflow is started without asking
+// Temporal first (the start itself refuses a second one); only when it is
+// refused so does start wait for the node to settle (a workflow that rested
+// the node may still be closing) and, checked again, start once more.
 func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.Input) (*connect.Response[v1.VerbResponse], error) {
-	n, err := s.idle(ctx, n)
-	if err != nil {
+	if err := s.needTemporal(); err != nil {
 		return nil, err
 	}
-	if err := wf.CheckVerb(v, n.State); err != nil {
-		return nil, err
+	if n.State.Active() {
+		if _, err := s.idle(ctx, n); err != nil {
+			return nil, err
+		}
 	}
 	spec, _ := wf.VerbOf(v)
 	in.TenantID, in.NodeID = n.TenantID, n.ID
@@ -190,12 +196,26 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 	if profile == "" {
 		profile = in.ProfileID
 	}
-	run, err := s.startNodeWorkflow(ctx, n, nodeRun{verb: string(v), workflow: spec.Workflow, profile: profile,
-		version: in.ProfileVersion}, in)
-	if err != nil {
-		return nil, err
+	for settled := false; ; settled = true {
+		if err := wf.CheckVerb(v, n.State); err != nil {
+			return nil, err
+		}
+		run, err := s.startNodeWorkflow(ctx, n, nodeRun{verb: string(v), workflow: spec.Workflow, profile: profile,
+			version: in.ProfileVersion}, in)
+		// Refused as busy (INVALID_STATE, the only refusal of the start), or
+		// its workflow closed between the start and the look at it.
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if !settled && (errs.KindOf(err) == errs.InvalidState || errors.As(err, &started)) {
+			if n, err = s.idle(ctx, n); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&v1.VerbResponse{Node: nodeOut(n), WorkflowId: run.GetID(), RunId: run.GetRunID()}), nil
 	}
-	return connect.NewResponse(&v1.VerbResponse{Node: nodeOut(n), WorkflowId: run.GetID(), RunId: run.GetRunID()}), nil
 }
 
 // idle returns node n once no workflow works on it (settled), or

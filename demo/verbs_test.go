@@ -310,6 +310,10 @@ func testLifecycle(t *testing.T, d *demo.Demo, name, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// So is a second deploy at once, while the node may still read ready.
+	if _, err := callVerb(ctx, d, "deploy", id); code(err) != "INVALID_STATE" || !strings.Contains(err.Error(), r.RunId) {
+		t.Errorf("a second metal.deploy at once = %v (%s), want INVALID_STATE naming run %s", err, code(err), r.RunId)
+	}
 	awaitState(t, d, id, "deploying")
 	for _, v := range []string{"undeploy", "power", "retire"} {
 		_, err := callVerb(ctx, d, v, id)
@@ -321,8 +325,17 @@ func testLifecycle(t *testing.T, d *demo.Demo, name, id string) {
 	if err := d.Wait(ctx, name, id, "deployed", time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	// A verb the moment the node rests, its deploy perhaps still closing,
+	// is not refused: it waits for the deploy to close.
+	pr, err := callVerb(ctx, d, "power", id)
+	if err != nil {
+		t.Fatalf("metal.power as the node became deployed = %v", err)
+	}
 	if err := workflowDone(t, d, r); err != nil {
 		t.Fatalf("deploy workflow = %v", err)
+	}
+	if err := workflowDone(t, d, pr); err != nil {
+		t.Fatalf("power workflow = %v", err)
 	}
 	refusedVerbs(t, d, id, "deployed", "deploy", "unrescue", "provide", "recover", "retire", "manage", "inspect", "abort")
 	// A release that could only end failed is refused before anything moves.
