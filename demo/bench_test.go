@@ -353,16 +353,21 @@ func deployAndUndeploy(ctx context.Context, tg fleetTarget, api *demo.Client, no
 // runStats is what the histories of a sub-benchmark's runs show.
 type runStats struct {
 	loops, activities int
-	flows             []bare.Flow     // one loop's workflows, as the first loop ran them
+	flows             []bare.Flow     // one loop's workflows, as most machines ran them
+	offPlan           int             // runs that went another way (a retry, a recovery)
 	wall, inActs      time.Duration   // summed over the runs: see bare.Times
 	loopWalls         []time.Duration // each loop's, its workflows' walls summed
 }
 
 // readRuns reads every run's history. The flow of a loop (its steps with
-// their options, and the names of its search attributes) must be the same
-// for every loop of every machine, and the same as want's when given.
+// their options, and the names of its search attributes) is the one most of
+// its runs followed, which must be want's when given; a run that went
+// another way (a command retried, a ramdisk boot restarted: at 1,000
+// machines on 2 cores a ramdisk can miss its boot deadline) is counted in
+// offPlan and its time in the figures, and the first one is logged.
 func readRuns(b testing.TB, c client.Client, runs []runRef, homeQueue string, want []bare.Flow) runStats {
 	var st runStats
+	var ran []ranFlow
 	for _, r := range runs {
 		h := historyOf(b, c, r.workflowID, r.runID)
 		f, err := bare.FlowOf(h, homeQueue)
@@ -376,11 +381,15 @@ func readRuns(b testing.TB, c client.Client, runs []runRef, homeQueue string, wa
 			st.loopWalls = append(st.loopWalls, 0)
 		}
 		st.loopWalls[len(st.loopWalls)-1] += wall
-		if r.loop == len(st.flows) {
-			st.flows = append(st.flows, f)
-		} else if shape(f) != shape(st.flows[r.loop]) {
-			b.Fatalf("run %s of %s ran %s, another ran %s: the flow of a loop should not vary", r.runID, r.workflowID, shape(f), shape(st.flows[r.loop]))
-		}
+		ran = append(ran, ranFlow{r, f, shape(f)})
+	}
+	var off []ranFlow
+	st.flows, off = commonFlows(ran)
+	st.offPlan = len(off)
+	if len(off) > 0 {
+		o := off[0]
+		b.Logf("%d of %d runs went another way than most of their loop position's, e.g. run %s of %s: %s, where most ran %s",
+			len(off), len(ran), o.run.runID, o.run.workflowID, o.shape, shape(st.flows[o.run.loop]))
 	}
 	for i := range want {
 		if i >= len(st.flows) || shape(want[i]) != shape(st.flows[i]) {
@@ -388,6 +397,40 @@ func readRuns(b testing.TB, c client.Client, runs []runRef, homeQueue string, wa
 		}
 	}
 	return st
+}
+
+// ranFlow is a run with the flow it followed.
+type ranFlow struct {
+	run   runRef
+	flow  bare.Flow
+	shape string
+}
+
+// commonFlows returns, for each position of a machine's loop (its deploy,
+// its undeploy), the flow most runs there followed (the first seen of
+// those tied), and the runs that followed another.
+func commonFlows(ran []ranFlow) (flows []bare.Flow, off []ranFlow) {
+	var count []map[string]int
+	for _, r := range ran {
+		for len(count) <= r.run.loop {
+			count = append(count, map[string]int{})
+			flows = append(flows, bare.Flow{})
+		}
+		count[r.run.loop][r.shape]++
+	}
+	best := make([]string, len(count))
+	for _, r := range ran {
+		i := r.run.loop
+		if n := count[i][r.shape]; best[i] == "" || n > count[i][best[i]] {
+			best[i], flows[i] = r.shape, r.flow
+		}
+	}
+	for _, r := range ran {
+		if r.shape != best[r.run.loop] {
+			off = append(off, r)
+		}
+	}
+	return flows, off
 }
 
 // shape is what must match between two runs of a flow: its steps with their
@@ -519,6 +562,7 @@ func reportFleet(b *testing.B, st runStats, elapsed, cpu time.Duration) fleetRes
 	b.ReportMetric(st.inActs.Seconds()/float64(st.loops), "s-in-acts/loop")
 	b.ReportMetric(quantile(st.loopWalls, 0.50).Seconds(), "s-p50/loop")
 	b.ReportMetric(quantile(st.loopWalls, 0.99).Seconds(), "s-p99/loop")
+	b.ReportMetric(float64(st.offPlan), "off-plan-runs")
 	return res
 }
 
