@@ -421,7 +421,7 @@ func commonFlows(ran []ranFlow) (flows []bare.Flow, off []ranFlow) {
 	best := make([]string, len(count))
 	for _, r := range ran {
 		i := r.run.loop
-		if n := count[i][r.shape]; best[i] == "" || n > count[i][best[i]] {
+		if count[i][r.shape] > count[i][best[i]] { // best[i] "" counts 0
 			best[i], flows[i] = r.shape, r.flow
 		}
 	}

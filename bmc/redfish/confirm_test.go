@@ -22,18 +22,30 @@ var noPowerCycle = []string{"On", "ForceOff", "GracefulShutdown", "GracefulResta
 // Reset was accepted and that offers no PowerCycle.
 func lateBMC(t *testing.T, delay time.Duration, on bool) *redfishbmc.BMC {
 	t.Helper()
-	b, err := redfishbmc.New(redfishbmc.Config{Username: "admin", Password: "s3cret", PowerDelay: delay,
-		ResetTypes: noPowerCycle, PoweredOn: on})
+	return serveBMC(t, redfishbmc.Config{Username: "admin", Password: "s3cret", PowerDelay: delay,
+		ResetTypes: noPowerCycle, PoweredOn: on}, listen(t))
+}
+
+// serveBMC runs an emulated BMC of cfg on ln until the test ends.
+func serveBMC(t *testing.T, cfg redfishbmc.Config, ln net.Listener) *redfishbmc.BMC {
+	t.Helper()
+	b, err := redfishbmc.New(cfg)
 	if err != nil {
 		t.Fatalf("redfishbmc.New() = %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
 	}
 	b.Start(ln)
 	t.Cleanup(func() { _ = b.Close() })
 	return b
+}
+
+// listen returns a listener on a free loopback port.
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
 }
 
 func newDriver(t *testing.T, systemURL, password string) *Driver {

@@ -28,17 +28,8 @@ func (l *countingListener) Accept() (net.Conn, error) {
 // connection (each used to open its own, with a TLS handshake on both ends).
 func TestCallsShareAConnection(t *testing.T) {
 	t.Parallel()
-	b, err := redfishbmc.New(redfishbmc.Config{Username: "admin", Password: "s3cret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := &countingListener{Listener: inner}
-	b.Start(ln)
-	t.Cleanup(func() { _ = b.Close() })
+	ln := &countingListener{Listener: listen(t)}
+	b := serveBMC(t, redfishbmc.Config{Username: "admin", Password: "s3cret"}, ln)
 
 	for i := range 3 {
 		d := newDriver(t, b.SystemURL(), "s3cret")
