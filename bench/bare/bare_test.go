@@ -204,3 +204,49 @@ func TestTimes(t *testing.T) {
 		}
 	}
 }
+
+// starter is a client whose starts answer as its answers say, in turn.
+type starter struct {
+	client.Client
+	answers []error
+	opts    []client.StartWorkflowOptions
+}
+
+func (s *starter) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	s.opts = append(s.opts, opts)
+	err := s.answers[len(s.opts)-1]
+	if err != nil {
+		return nil, err
+	}
+	return doneRun{}, nil
+}
+
+// doneRun is a run that completed its one step.
+type doneRun struct{ client.WorkflowRun }
+
+func (doneRun) GetRunID() string { return "run-1" }
+func (doneRun) Get(_ context.Context, out any) error {
+	*out.(*Result) = Result{Steps: 1}
+	return nil
+}
+
+// TestRunAsksAgainAnUnansweredStart: a start the server did not answer in
+// time is asked again, then finding the workflow running is an answer (the
+// first may have started it); a refused start is not asked again.
+func TestRunAsksAgainAnUnansweredStart(t *testing.T) {
+	flows := []Flow{{Plan: Plan{{Kind: Local}}}}
+	s := &starter{answers: []error{serviceerror.NewDeadlineExceeded("context deadline exceeded"), nil}}
+	b := &Baseline{cfg: Config{Home: s}}
+	runs, err := b.Run(context.Background(), "m1", flows)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("Run after an unanswered start = %v, %v; want one run", runs, err)
+	}
+	if len(s.opts) != 2 || !s.opts[0].WorkflowExecutionErrorWhenAlreadyStarted || s.opts[1].WorkflowExecutionErrorWhenAlreadyStarted {
+		t.Errorf("starts asked %d times; want 2, the second taking a running workflow as started", len(s.opts))
+	}
+	s = &starter{answers: []error{serviceerror.NewInvalidArgument("no"), nil}}
+	b = &Baseline{cfg: Config{Home: s}}
+	if _, err := b.Run(context.Background(), "m1", flows); err == nil || len(s.opts) != 1 {
+		t.Errorf("Run after a refused start = %v after %d starts; want its error after 1", err, len(s.opts))
+	}
+}
