@@ -21,11 +21,15 @@ const bmcStatusChange = "bmc-status-attribute"
 var BMCStatusAttribute = temporal.NewSearchAttributeKeyKeyword("BmcStatus")
 
 // watchBMCStatus keeps BmcStatus from the site's reports for the whole run.
+// The bmc-status-attribute change is asked at the first report, not when the
+// run starts: a run whose BMC answers records no marker, so no
+// TemporalChangeVersion upsert either (an event and a visibility write a
+// run, which bare Temporal does not pay). A run from before the change
+// (replayed, or relayed a report by an upgraded control plane) answers
+// DefaultVersion there and ignores the reports; a history that recorded the
+// marker first replays as well, as the SDK skips a version marker no code
+// asks for where it stands and reads its version for the later ask.
 func (r *run) watchBMCStatus() {
-	if workflow.GetVersion(r.ctx, bmcStatusChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return
-	}
-	r.bmcTracked = true
 	ch := workflow.GetSignalChannel(r.ctx, BMCStatusSignal)
 	workflow.Go(r.ctx, func(ctx workflow.Context) {
 		for {
@@ -36,9 +40,19 @@ func (r *run) watchBMCStatus() {
 	})
 }
 
+// tracksBMC reports whether this run keeps BmcStatus, asking Temporal the
+// first time.
+func (r *run) tracksBMC() bool {
+	if !r.bmcAsked {
+		r.bmcAsked = true
+		r.bmcTracked = workflow.GetVersion(r.ctx, bmcStatusChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+	}
+	return r.bmcTracked
+}
+
 // setBMCStatus sets BmcStatus to s ("" unsets it) when it changes.
 func (r *run) setBMCStatus(s string) {
-	if !r.bmcTracked || s == r.bmcStatus {
+	if s == r.bmcStatus || !r.tracksBMC() {
 		return
 	}
 	upd := BMCStatusAttribute.ValueSet(s)

@@ -315,7 +315,7 @@ func recordBMCStatus(ctx context.Context, t *testing.T, r *recorder, m emulate.M
 	defer ln.Close()
 	go forward(ln, backend)
 	r.wait(ctx, t, id, "ready")
-	r.keep(ctx, t, "enroll-bmcstatus.json", res.WorkflowId, res.RunId)
+	r.keep(ctx, t, "enroll-bmcstatus-at-report.json", res.WorkflowId, res.RunId)
 }
 
 // bmcStatusOf reads the run's BmcStatus search attribute ("" when unset).

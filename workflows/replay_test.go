@@ -47,7 +47,8 @@ const (
 	kexecGone      = "kexec-gone-power-cycles"
 )
 
-// bs is the marker every run since bmc-status-attribute records first.
+// bs is the marker a run recorded first from bmc-status-attribute on, and
+// since it is asked at the first BMC report, a run with a report records.
 var bs = []string{bmcStatus}
 
 // replayed is every recorded history TestReplay replays: the run's file,
@@ -86,6 +87,11 @@ var replayed = []replay{
 	{"recover-nomac.json", wf.Recover, 15, completed, []string{bmcStatus, noMAC}},
 	{"retire-nomac.json", wf.Retire, 6, completed, []string{bmcStatus, noMAC}},
 	{"enroll-bmcstatus.json", wf.Enroll, 16, completed, bs},
+	// Recorded by the commit that asks bmc-status-attribute at the run's
+	// first BMC report, not at its start (the scenario of
+	// enroll-bmcstatus.json): a run whose BMC answers records no marker,
+	// and the histories above, which record it first, replay unchanged.
+	{"enroll-bmcstatus-at-report.json", wf.Enroll, 16, completed, bs},
 	{"enroll-nomac.json", wf.Enroll, 23, completed, bs},
 	// Recorded at 00be436, after the deploy switch became the registry's
 	// plan (profile.get's result carries it): a deploy, and one aborted.

@@ -32,6 +32,7 @@ type run struct {
 	discovered string
 	aborting   bool   // leaveSafe runs: fewer tries per site command
 	bmcStatus  string // what BmcStatus says now ("" unset); bmcstatus.go
+	bmcAsked   bool   // bmc-status-attribute's version is asked (tracksBMC)
 	bmcTracked bool   // this run keeps BmcStatus (a run from before does not)
 }
 
