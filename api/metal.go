@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
+	"github.com/better-compute/better-compute/internal/startid"
 	"github.com/better-compute/better-compute/nodestate"
 	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
@@ -243,6 +245,10 @@ type nodeRun struct {
 	timeout                 time.Duration
 }
 
+// startTries bounds how often a verb's workflow start is asked while
+// Temporal does not answer in time (the SDK waits 10 seconds for each).
+const startTries = 3
+
 // startNodeWorkflow starts r under the node's workflow id, so one operation
 // runs per node at a time (INVALID_STATE naming a running one), with the
 // node's search attributes; its payloads are encrypted with the tenant's key.
@@ -265,7 +271,17 @@ func (s metal) startNodeWorkflow(ctx context.Context, n store.Node, r nodeRun, i
 		WorkflowExecutionTimeout:                 r.timeout,
 		TypedSearchAttributes:                    temporal.NewSearchAttributes(attrs...),
 	}
-	run, err := s.temporal.ExecuteWorkflow(codec.WithTenant(ctx, n.TenantID), opts, r.workflow, in)
+	// Every try carries one request id: a try Temporal did not answer in
+	// time (a loaded cluster) may have started the run, which the next try
+	// is then answered with, not refused as a second workflow of the node.
+	sctx := startid.With(codec.WithTenant(ctx, n.TenantID), rand.Text())
+	var run client.WorkflowRun
+	var err error
+	for try := 1; try <= startTries; try++ {
+		if run, err = s.temporal.ExecuteWorkflow(sctx, opts, r.workflow, in); err == nil || ctx.Err() != nil || !startid.Unanswered(err) {
+			break
+		}
+	}
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		if info := s.runningWorkflow(ctx, n.ID); info != nil {

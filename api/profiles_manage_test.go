@@ -175,13 +175,7 @@ func TestProfilesAcrossTenants(t *testing.T) {
 		}
 	}
 	// acme deploys root's public profile on its node.
-	if err := s.Transition(ctx, "acme", node, nodestate.Enrolling, nodestate.Inspecting, store.TransitionInfo{}); err != nil {
-		t.Fatal(err)
-	}
-	ready := store.TransitionInfo{Run: store.Run{WorkflowID: "metal-" + node, RunID: "r0"}, Exception: store.WipeAllowUnverifiedRelease}
-	if err := s.Transition(ctx, "acme", node, nodestate.Inspecting, nodestate.Ready, ready); err != nil {
-		t.Fatal(err)
-	}
+	makeReady(t, s, node)
 	if code, out := e.call(e.acme, deploy, `{"nodeId":"`+node+`","profile":"cycle","profileVersion":2}`); kindOf(out) != "NOT_FOUND" {
 		t.Errorf("metal.deploy with root's private v2 as acme = %d %v, want NOT_FOUND", code, out)
 	}
@@ -222,6 +216,19 @@ func TestProfilesAcrossTenants(t *testing.T) {
 
 // acmeNode is a node of tenant acme, still enrolling, in a pool that may
 // skip the wipe (so a test moves it to ready).
+// makeReady takes acmeNode's node from enrolling to ready, its commissioning
+// wipe excused as its pool allows.
+func makeReady(t *testing.T, s *store.Store, node string) {
+	ctx := t.Context()
+	if err := s.Transition(ctx, "acme", node, nodestate.Enrolling, nodestate.Inspecting, store.TransitionInfo{}); err != nil {
+		t.Fatal(err)
+	}
+	ready := store.TransitionInfo{Run: store.Run{WorkflowID: "metal-" + node, RunID: "r0"}, Exception: store.WipeAllowUnverifiedRelease}
+	if err := s.Transition(ctx, "acme", node, nodestate.Inspecting, nodestate.Ready, ready); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func acmeNode(t *testing.T, s *store.Store) string {
 	ctx := t.Context()
 	site, _, err := s.CreateSite(ctx, store.Site{TenantID: "acme", Kind: "shared", Region: "lab-1"})

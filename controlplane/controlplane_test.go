@@ -3,6 +3,7 @@ package controlplane_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/startid"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/tserver"
 )
@@ -240,4 +244,31 @@ func TestScaleOutOverMTLS(t *testing.T) {
 func withQuiet(cfg controlplane.Config) controlplane.Config {
 	cfg.TemporalListen, cfg.Listen, cfg.UIListen, cfg.AgentsListen, cfg.Logger = "127.0.0.1:0", "127.0.0.1:0", "off", "off", quiet()
 	return cfg
+}
+
+// TestStartsUnderOneIDAreOneRun: the control plane's Temporal client gives
+// a workflow start made under startid.With its request id, so a start asked
+// again after an answer lost in time (api/metal.go) is answered with the run
+// the first started; a start under another id is refused as a second run.
+func TestStartsUnderOneIDAreOneRun(t *testing.T) {
+	cp := start(t, controlplane.Config{DataDir: t.TempDir()})
+	t.Cleanup(cp.Stop)
+	c := cp.Client()
+	opts := client.StartWorkflowOptions{ID: "test/one-id", TaskQueue: "nobody",
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL, WorkflowExecutionErrorWhenAlreadyStarted: true}
+	ctx := startid.With(context.Background(), "start-1")
+	first, err := c.ExecuteWorkflow(ctx, opts, "test.wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.ExecuteWorkflow(ctx, opts, "test.wait")
+	if err != nil || again.GetRunID() != first.GetRunID() {
+		t.Fatalf("the start asked again under its id = %v, %v; want run %s", again, err, first.GetRunID())
+	}
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	for _, other := range []context.Context{context.Background(), startid.With(context.Background(), "start-2")} {
+		if _, err := c.ExecuteWorkflow(other, opts, "test.wait"); !errors.As(err, &started) {
+			t.Errorf("a start under id %q while run %s runs = %v, want WorkflowExecutionAlreadyStarted", startid.Of(other), first.GetRunID(), err)
+		}
+	}
 }

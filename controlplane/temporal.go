@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
 
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/atomicfile"
 	"github.com/better-compute/better-compute/internal/frontends"
+	"github.com/better-compute/better-compute/internal/startid"
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/tserver"
@@ -53,6 +55,7 @@ func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) e
 		return err
 	}
 	target, dialOpts := frontends.Target(cp.TemporalAddresses())
+	dialOpts = append(dialOpts, grpc.WithChainUnaryInterceptor(startid.Interceptor())) // the API's verbs start under one id (api/metal.go)
 	c, err := dial(ctx, client.Options{HostPort: target, Namespace: cp.cfg.TemporalNamespace, Interceptors: traced,
 		ConnectionOptions: client.ConnectionOptions{TLS: tc, DialOptions: dialOpts}, MetricsHandler: cp.metrics.Temporal()}, key, cp.log)
 	if err != nil {

@@ -15,13 +15,11 @@ package bare
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -29,6 +27,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/startid"
 )
 
 // Kind is where an activity of a plan runs.
@@ -187,18 +186,11 @@ const startTries = 5
 func (b *Baseline) start(ctx context.Context, opts client.StartWorkflowOptions, in Input) (client.WorkflowRun, error) {
 	for try := 1; ; try++ {
 		run, err := b.cfg.Home.ExecuteWorkflow(ctx, opts, "bare.loop", in)
-		if err == nil || try == startTries || ctx.Err() != nil || !unanswered(err) {
+		if err == nil || try == startTries || ctx.Err() != nil || !startid.Unanswered(err) {
 			return run, err
 		}
 		opts.WorkflowExecutionErrorWhenAlreadyStarted = false
 	}
-}
-
-// unanswered reports whether err says a call got no answer in time.
-func unanswered(err error) bool {
-	var deadline *serviceerror.DeadlineExceeded
-	var unavailable *serviceerror.Unavailable
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline) || errors.As(err, &unavailable)
 }
 
 // Input is a baseline workflow's input; Result its output.
