@@ -41,18 +41,18 @@ awk '
 	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
 }
 END {
-	printf "%4s | %8s %8s %9s | %8s %7s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s | %6s %6s %9s\n", "N", "loops/s", "bare", "ours/bare",
-		"cluster", "cl/ours", "acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "in-acts", "bare", "RSS", "pg", "cpu s", "bare", "ours/bare"
+	printf "%4s | %8s %8s %9s | %8s %7s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s %6s | %6s %6s %9s %6s\n", "N", "loops/s", "bare", "ours/bare",
+		"cluster", "cl/ours", "acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "in-acts", "bare", "RSS", "pg", "rack", "cpu s", "bare", "ours/bare", "rack"
 	for (i = 1; i <= count; i++) {
 		n = order[i]
 		cl = (("cluster", n, "loops/s") in v) ? sprintf("%8.3f %7.2f", v["cluster", n, "loops/s"], v["cluster", n, "cluster/ours"]) : sprintf("%8s %7s", "-", "-")
-		printf "%4s | %8.3f %8.3f %9.2f | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f | %6.2f %6.2f %9.2f\n", n,
+		printf "%4s | %8.3f %8.3f %9.2f | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f %6.0f | %6.2f %6.2f %9.2f %6.2f\n", n,
 			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["bare", n, "ours/bare"], cl,
 			v["ours", n, "acts/s"], v["bare", n, "acts/s"], v["ours", n, "acts/loop"], v["ours", n, "local/loop"],
 			v["ours", n, "s-wall/loop"], v["ours", n, "s-p50/loop"], v["ours", n, "s-p99/loop"],
 			v["ours", n, "s-in-acts/loop"], v["bare", n, "s-wall/loop"],
-			v["ours", n, "MiB-peak-RSS"], v["ours", n, "MiB-pg-peak-RSS"],
-			v["ours", n, "cpu-s/loop"], v["bare", n, "cpu-s/loop"], v["bare", n, "cpu-ours/bare"]
+			v["ours", n, "MiB-peak-RSS"], v["ours", n, "MiB-pg-peak-RSS"], v["ours", n, "MiB-rack-peak-RSS"],
+			v["ours", n, "cpu-s/loop"], v["bare", n, "cpu-s/loop"], v["bare", n, "cpu-ours/bare"], v["ours", n, "cpu-s-rack/loop"]
 	}
 	print ""
 	print "loop     deploy + undeploy (wipe quick) of every machine at once, after a one-time enroll and one warm-up loop"
@@ -62,10 +62,12 @@ END {
 	print "acts     activities per loop (local + regular), read from our history; local: of which local activities"
 	print "wall s   one machine loop, its workflows from start to close (mean, p50, p99 over the machines'"'"' loops);"
 	print "         in-acts: of the mean, inside our regular activities"
-	print "RSS      peak MiB of the test process (control plane, embedded Temporal, agent, rack); pg: Postgres tree, sampled;"
-	print "         none for bare, which runs in the same process beside our idle control plane"
-	print "cpu s    CPU seconds of the test process a loop (user + system; Postgres not counted): less noisy than"
-	print "         wall time on a shared machine; bare'"'"'s process also holds our idle control plane"
+	print "RSS      peak MiB of the test process (control plane, embedded Temporal, site agent); pg: Postgres tree, sampled;"
+	print "         rack: the emulated rack'"'"'s process (BMCs, ramdisks), sampled; none for bare, which runs in the same"
+	print "         process beside our idle control plane"
+	print "cpu s    CPU seconds of the test process a loop (user + system; Postgres and the rack not counted): less noisy"
+	print "         than wall time on a shared machine; bare'"'"'s process also holds our idle control plane; rack: the"
+	print "         rack process'"'"'s CPU seconds a loop (the machines'"'"' work, which bare has none of)"
 	print "ours/bare  our time per loop over bare Temporal'"'"'s at the same N: 1.00 is no overhead"
 	print "cluster  the same loop through deploy/cluster/Procfile'"'"'s processes (Temporal frontend, history, matching x2,"
 	print "         its worker service, 4 history shards, on PostgreSQL; serve --only api x2, --only worker x2); cl/ours:"

@@ -52,7 +52,8 @@ var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a 
 
 // BenchmarkFleet takes N emulated machines through one loop at once on the
 // embedded default (control plane, embedded Temporal on SQLite, Postgres,
-// site agent and emulated rack, as `better-compute demo` runs them), then
+// site agent, and the emulated rack in its own process, as `better-compute
+// demo --rack-process` runs them), then
 // runs bare Temporal on the same server (package bench/bare):
 //
 //	Fleet/ours/N=n  one iteration = every machine deploy → deployed →
@@ -83,12 +84,14 @@ var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a 
 // s-in-acts/loop (how much of that its regular activities ran: the site,
 // ramdisk and control-plane work; the rest is Temporal's dispatch and
 // workflow tasks), MiB-peak-RSS (VmHWM of this test process, reset before
-// each sub-benchmark: everything but Postgres; ours only, as bare runs in the
-// same process beside our idle control plane), MiB-pg-peak-RSS (Postgres's
-// tree, sampled every second, shared pages counted once), cpu-s/loop (this
-// process's CPU seconds a loop) and on ours cpu-s-pg/loop (Postgres's), and
-// on bare, ours/bare (time per loop, ours over bare). bench/fleet.sh prints
-// a table.
+// each sub-benchmark: the control plane, embedded Temporal and site agent;
+// ours only, as bare runs in the same process beside our idle control
+// plane), MiB-pg-peak-RSS and MiB-rack-peak-RSS (Postgres's tree and the
+// emulated rack's process, which runs the machines' BMCs and ramdisks,
+// sampled every second, shared pages counted once), cpu-s/loop (this
+// process's CPU seconds a loop) and on ours cpu-s-pg/loop and
+// cpu-s-rack/loop (Postgres's, the rack's), and on bare, ours/bare (time per
+// loop, ours over bare). bench/fleet.sh prints a table.
 func BenchmarkFleet(b *testing.B) {
 	// The emulated ramdisk logs each wipe and image write through the
 	// default logger; the benchmark lines must stay whole.
@@ -201,8 +204,13 @@ func (f *fleet) benchOurs(b *testing.B) {
 	settle(b)
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout())
 	defer cancel()
+	// The emulated rack (BMCs, ramdisk agents, image writes) runs in a
+	// process of its own, as `demo --rack-process` runs it: the machines'
+	// work is theirs, not the engine's, and bare has none.
+	rack := []string{binary(b, "better-compute"), "demo-rack", "--log-level", "warn"}
 	d, err := demo.Start(ctx, demo.Config{Machines: f.n, DataDir: f.dir, Listen: "127.0.0.1:0",
-		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20, Tracer: fleetTracer(b)})
+		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20, Tracer: fleetTracer(b),
+		RackCommand: rack})
 	if err != nil {
 		b.Fatalf("demo.Start(%d machines) = %v", f.n, err)
 	}
@@ -213,30 +221,35 @@ func (f *fleet) benchOurs(b *testing.B) {
 	}
 	// Each sample reads every process's /proc/pid/stat to find the tree: at
 	// 100ms that was 2.4% of ours's CPU at N=200, which bare does not pay.
-	sampler := procmem.Sample(pg, time.Second)
-	defer sampler.Stop()
+	pgSampler, rackSampler := procmem.Sample(pg, time.Second), procmem.Sample(d.RackPID(), time.Second)
+	defer pgSampler.Stop()
+	defer rackSampler.Stop()
 	nodes := enrollFleet(ctx, b, d)
 	tg := fleetTarget{apis: []*demo.Client{d.API}, temporal: d.CP.Client(), profile: d.Profile}
 	loopFleet(ctx, b, tg, nodes) // warm-up: the first deploy fills the site's image cache
 	var runs []runRef
-	cpu0, pgCPU0 := processCPU(b), treeCPU(b, pg)
+	cpu0, pgCPU0, rackCPU0 := processCPU(b), treeCPU(b, pg), treeCPU(b, d.RackPID())
 	stopProfile := profileLoops(b, "ours", f.n)
 	for b.Loop() {
 		runs = append(runs, loopFleet(ctx, b, tg, nodes)...)
 	}
 	stopProfile()
-	elapsed, cpu, pgCPU := b.Elapsed(), processCPU(b)-cpu0, treeCPU(b, pg)-pgCPU0
-	pgPeak, pgErr := sampler.Stop()
+	elapsed, cpu := b.Elapsed(), processCPU(b)-cpu0
+	pgCPU, rackCPU := treeCPU(b, pg)-pgCPU0, treeCPU(b, d.RackPID())-rackCPU0
+	pgPeak, pgErr := pgSampler.Stop()
+	rackPeak, rackErr := rackSampler.Stop()
 	peak, err := procmem.PeakRSS()
-	if err != nil || pgErr != nil {
-		b.Fatalf("peak RSS: %v; Postgres's: %v", err, pgErr)
+	if err != nil || pgErr != nil || rackErr != nil {
+		b.Fatalf("peak RSS: %v; Postgres's: %v; the rack's: %v", err, pgErr, rackErr)
 	}
 	st := readRuns(b, d.CP.Client(), runs, wf.ControlPlaneQueue, nil)
 	f.ours = reportFleet(b, st, elapsed, cpu)
 	f.ours.pgCPUPerLoop = pgCPU.Seconds() / float64(st.loops)
 	b.ReportMetric(f.ours.pgCPUPerLoop, "cpu-s-pg/loop")
+	b.ReportMetric(rackCPU.Seconds()/float64(st.loops), "cpu-s-rack/loop")
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
 	b.ReportMetric(float64(pgPeak)/(1<<20), "MiB-pg-peak-RSS")
+	b.ReportMetric(float64(rackPeak)/(1<<20), "MiB-rack-peak-RSS")
 }
 
 // profileLoops starts a CPU profile of the timed loops when
@@ -268,7 +281,7 @@ type runRef struct {
 
 // enrollFleet enrolls every machine at once and waits for all to be ready.
 func enrollFleet(ctx context.Context, b *testing.B, d *demo.Demo) []string {
-	machines := d.Rack.Machines()
+	machines := d.Machines()
 	nodes := make([]string, len(machines))
 	fails := make([]error, len(machines))
 	var wg sync.WaitGroup

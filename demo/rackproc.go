@@ -86,6 +86,15 @@ func (r *rackProcess) stop() {
 	r.log.Close()
 }
 
+// RackPID is the emulated rack's process (Config.RackCommand), 0 when the
+// rack runs in this one.
+func (d *Demo) RackPID() int {
+	if d.rackProc == nil {
+		return 0
+	}
+	return d.rackProc.cmd.Process.Pid
+}
+
 // Machines are the emulated rack's machines, in its process or in this one.
 func (d *Demo) Machines() []emulate.MachineInfo {
 	if d.rackProc != nil {
