@@ -85,20 +85,12 @@ func deployRun(t *testing.T, tenant, node, id string) *workflowpb.WorkflowExecut
 // delete is refused while a workflow runs it.
 func TestProfilesAcrossTenants(t *testing.T) {
 	t.Parallel()
-	s := testpg.New(t)
 	ctx := context.Background()
-	if err := s.EnsureTenant(ctx, api.RootTenant); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CreateTenant(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
 	var query string
 	var started []string
 	tc := &running{query: &query, started: &started}
-	srv := httptest.NewServer(api.New(api.Config{Store: s, Temporal: tc}).Handler())
-	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL, store: s, root: token(t, s, api.RootTenant), acme: token(t, s, "acme")}
+	e := twoTenants(t, tc)
+	s := e.store
 
 	steps := `[{"use":"power.setPower","with":{"action":"cycle"}},{"use":"management.setBootDevice","with":{"device":"pxe"}}]`
 	for v := 1; v <= 2; v++ {
@@ -216,6 +208,21 @@ func TestProfilesAcrossTenants(t *testing.T) {
 
 // acmeNode is a node of tenant acme, still enrolling, in a pool that may
 // skip the wipe (so a test moves it to ready).
+// twoTenants serves the API on a fresh database with tenants root and acme,
+// each with a token, its Temporal client tc.
+func twoTenants(t *testing.T, tc client.Client) *env {
+	s := testpg.New(t)
+	if err := s.EnsureTenant(t.Context(), api.RootTenant); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTenant(t.Context(), "acme"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Config{Store: s, Temporal: tc}).Handler())
+	t.Cleanup(srv.Close)
+	return &env{t: t, url: srv.URL, store: s, root: token(t, s, api.RootTenant), acme: token(t, s, "acme")}
+}
+
 // makeReady takes acmeNode's node from enrolling to ready, its commissioning
 // wipe excused as its pool allows.
 func makeReady(t *testing.T, s *store.Store, node string) {

@@ -2,15 +2,12 @@ package api_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/better-compute/better-compute/api"
 	"github.com/better-compute/better-compute/internal/startid"
-	"github.com/better-compute/better-compute/internal/testpg"
 )
 
 // lossy is a Temporal client whose first workflow start gets no answer in
@@ -37,20 +34,10 @@ func (l lossy) ExecuteWorkflow(ctx context.Context, opts client.StartWorkflowOpt
 // run, where it answered UNAVAILABLE though the node may be deploying.
 func TestVerbAsksAnUnansweredStartAgain(t *testing.T) {
 	t.Parallel()
-	s := testpg.New(t)
-	ctx := context.Background()
-	if err := s.EnsureTenant(ctx, api.RootTenant); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CreateTenant(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
 	var query string
 	var started, ids []string
-	tc := lossy{running: running{query: &query, started: &started}, ids: &ids}
-	srv := httptest.NewServer(api.New(api.Config{Store: s, Temporal: tc}).Handler())
-	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL, store: s, acme: token(t, s, "acme")}
+	e := twoTenants(t, lossy{running: running{query: &query, started: &started}, ids: &ids})
+	s := e.store
 	e.ok(e.acme, profCreate, `{"profile":{"id":"cycle","version":1,"target":"metal","role":"host","steps":[{"use":"power.setPower","with":{"action":"cycle"}}]}}`)
 	node := acmeNode(t, s)
 	makeReady(t, s, node)

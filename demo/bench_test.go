@@ -221,9 +221,8 @@ func (f *fleet) benchOurs(b *testing.B) {
 	}
 	// Each sample reads every process's /proc/pid/stat to find the tree: at
 	// 100ms that was 2.4% of ours's CPU at N=200, which bare does not pay.
-	pgSampler, rackSampler := procmem.Sample(pg, time.Second), procmem.Sample(d.RackPID(), time.Second)
-	defer pgSampler.Stop()
-	defer rackSampler.Stop()
+	sampler := procmem.Sample(pg, time.Second) // the rack's the demo samples (RackPeak)
+	defer sampler.Stop()
 	nodes := enrollFleet(ctx, b, d)
 	tg := fleetTarget{apis: []*demo.Client{d.API}, temporal: d.CP.Client(), profile: d.Profile}
 	loopFleet(ctx, b, tg, nodes) // warm-up: the first deploy fills the site's image cache
@@ -236,8 +235,8 @@ func (f *fleet) benchOurs(b *testing.B) {
 	stopProfile()
 	elapsed, cpu := b.Elapsed(), processCPU(b)-cpu0
 	pgCPU, rackCPU := treeCPU(b, pg)-pgCPU0, treeCPU(b, d.RackPID())-rackCPU0
-	pgPeak, pgErr := pgSampler.Stop()
-	rackPeak, rackErr := rackSampler.Stop()
+	pgPeak, pgErr := sampler.Stop()
+	rackPeak, rackErr := d.RackPeak()
 	peak, err := procmem.PeakRSS()
 	if err != nil || pgErr != nil || rackErr != nil {
 		b.Fatalf("peak RSS: %v; Postgres's: %v; the rack's: %v", err, pgErr, rackErr)

@@ -95,6 +95,17 @@ func (d *Demo) RackPID() int {
 	return d.rackProc.cmd.Process.Pid
 }
 
+// RackPeak is the peak resident set of the emulated rack's process tree
+// (sampled each second since it started, as MemoryReport says it), 0 when
+// the rack runs in this process.
+func (d *Demo) RackPeak() (int64, error) {
+	if d.rackProc == nil {
+		return 0, nil
+	}
+	_, tree, err := d.rackProc.peak()
+	return tree, err
+}
+
 // Machines are the emulated rack's machines, in its process or in this one.
 func (d *Demo) Machines() []emulate.MachineInfo {
 	if d.rackProc != nil {
