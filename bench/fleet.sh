@@ -9,7 +9,7 @@
 #   ITERS=3 bench/fleet.sh [SIZES]   (default SIZES 1,5,20; ITERS loops per size)
 #   ITERS=1 bench/fleet.sh 200,1000  (the large fleets: about 5 and 30 minutes a loop on 2 cores)
 #   TRACE=1 bench/fleet.sh 20        (tracing on: every span exported over OTLP/HTTP to an in-process receiver)
-#   PROFILE=/abs/dir bench/fleet.sh 200 (CPU profiles of the timed loops: dir/ours-N=200.pprof, dir/bare-N=200.pprof)
+#   PROFILE=/abs/dir bench/fleet.sh 200 (CPU profiles of each timed loop: dir/ours-N=200.<i>.pprof, dir/bare-N=200.<i>.pprof)
 #   CLUSTER=1,20 bench/fleet.sh 1,20 (also on a Temporal cluster on PostgreSQL, deploy/cluster/Procfile's processes,
 #                                     at these sizes, each one of SIZES: loops/s against the embedded default's)
 #
@@ -35,9 +35,15 @@ grep -q '^ok' "$out" || failed
 
 # A result line is: name iterations ns/op then value unit pairs.
 awk '
+# Fleet/N=n holds ours'"'"'s metrics and, with a bare- prefix, bare'"'"'s; Fleet/cluster/N=n the cluster'"'"'s.
 /^BenchmarkFleet\// {
-	split($1, p, "/"); who = p[2]; n = p[3]; sub(/^N=/, "", n); sub(/-[0-9]+$/, "", n)
-	for (i = 3; i + 1 <= NF; i += 2) v[who, n, $(i + 1)] = $i
+	split($1, p, "/"); who = (p[2] ~ /^N=/) ? "ours" : p[2]; n = (who == "ours") ? p[2] : p[3]
+	sub(/^N=/, "", n); sub(/-[0-9]+$/, "", n)
+	for (i = 3; i + 1 <= NF; i += 2) {
+		u = $(i + 1); w = who
+		if (u ~ /^bare-/) { w = "bare"; u = substr(u, 6) }
+		v[w, n, u] = $i
+	}
 	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
 }
 END {
@@ -47,22 +53,34 @@ END {
 		n = order[i]
 		cl = (("cluster", n, "loops/s") in v) ? sprintf("%8.3f %7.2f", v["cluster", n, "loops/s"], v["cluster", n, "cluster/ours"]) : sprintf("%8s %7s", "-", "-")
 		printf "%4s | %8.3f %8.3f %9.2f | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f %6.0f | %6.2f %6.2f %9.2f %6.2f\n", n,
-			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["bare", n, "ours/bare"], cl,
+			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["ours", n, "ours/bare"], cl,
 			v["ours", n, "acts/s"], v["bare", n, "acts/s"], v["ours", n, "acts/loop"], v["ours", n, "local/loop"],
 			v["ours", n, "s-wall/loop"], v["ours", n, "s-p50/loop"], v["ours", n, "s-p99/loop"],
 			v["ours", n, "s-in-acts/loop"], v["bare", n, "s-wall/loop"],
 			v["ours", n, "MiB-peak-RSS"], v["ours", n, "MiB-pg-peak-RSS"], v["ours", n, "MiB-rack-peak-RSS"],
-			v["ours", n, "cpu-s/loop"], v["bare", n, "cpu-s/loop"], v["bare", n, "cpu-ours/bare"], v["ours", n, "cpu-s-rack/loop"]
+			v["ours", n, "cpu-s/loop"], v["bare", n, "cpu-s/loop"], v["ours", n, "cpu-ours/bare"], v["ours", n, "cpu-s-rack/loop"]
 	}
 	print ""
-	print "loop     deploy + undeploy (wipe quick) of every machine at once, after a one-time enroll and one warm-up loop"
+	printf "%4s | %34s | %34s\n", "", "ours: s a loop", "bare: s a loop"
+	printf "%4s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s\n", "N", "wall", "in-act", "a-wait", "in-wft", "w-wait", "wall", "in-act", "a-wait", "in-wft", "w-wait"
+	for (i = 1; i <= count; i++) {
+		n = order[i]
+		printf "%4s | %6.3f %6.3f %6.3f %6.3f %6.3f | %6.3f %6.3f %6.3f %6.3f %6.3f\n", n,
+			v["ours", n, "s-wall/loop"], v["ours", n, "s-in-acts/loop"], v["ours", n, "s-act-wait/loop"], v["ours", n, "s-in-tasks/loop"], v["ours", n, "s-task-wait/loop"],
+			v["bare", n, "s-wall/loop"], v["bare", n, "s-in-acts/loop"], v["bare", n, "s-act-wait/loop"], v["bare", n, "s-in-tasks/loop"], v["bare", n, "s-task-wait/loop"]
+	}
+	print ""
+	print "loop     deploy + undeploy (wipe quick) of every machine at once, after a one-time enroll and one warm-up loop;"
+	print "         ours'"'"'s loops and bare'"'"'s timed in turn (which goes first alternating), so both see the same machine"
 	print "bare     one workflow per workflow of our loop on the same server (mTLS, authorizer, codec, search attributes), the"
 	print "         same local, control-plane-queue and site-queue activities with our options (timeouts, heartbeat timeouts,"
 	print "         retry policies) read from our history; each a no-op, heartbeating once where ours have a heartbeat timeout"
 	print "acts     activities per loop (local + regular), read from our history; local: of which local activities"
 	print "wall s   one machine loop, its workflows from start to close (mean, p50, p99 over the machines'"'"' loops);"
-	print "         in-acts: of the mean, inside our regular activities"
-	print "RSS      peak MiB of the test process (control plane, embedded Temporal, site agent); pg: Postgres tree, sampled;"
+	print "         in-acts: of the mean, inside our regular activities. Below, where a machine'"'"'s loop went (mean, from"
+	print "         history): in-act regular activities running, a-wait waiting for a worker; in-wft workflow tasks running"
+	print "         (workflow code, local activities), w-wait waiting for a worker; the rest is between them"
+	print "RSS      peak MiB of the test process in ours'"'"'s loops (control plane, embedded Temporal, site agent); pg: Postgres tree, sampled;"
 	print "         rack: the emulated rack'"'"'s process (BMCs, ramdisks), sampled; none for bare, which runs in the same"
 	print "         process beside our idle control plane"
 	print "cpu s    CPU seconds of the test process a loop (user + system; Postgres and the rack not counted): less noisy"

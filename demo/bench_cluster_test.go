@@ -29,7 +29,7 @@ import (
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
-// benchCluster is Fleet/cluster/N=n: the loop of Fleet/ours/N=n (the same
+// benchCluster is Fleet/cluster/N=n: the loop of Fleet/N=n (the same
 // image, profile, verbs and activity sequence, checked from the histories)
 // through the control plane on a Temporal cluster, as deploy/cluster/Procfile
 // runs it and TestTemporalCluster starts it (startCluster): Temporal's
@@ -51,7 +51,7 @@ import (
 // (PostgreSQL transactions, every database).
 func (f *fleet) benchCluster(b *testing.B) {
 	if f.ours.loopsPerSec == 0 {
-		b.Fatalf("Fleet/cluster/N=%d compares with Fleet/ours/N=%d: run both (-bench 'Fleet/.*/N=%d$')", f.n, f.n, f.n)
+		b.Fatalf("Fleet/cluster/N=%d compares with Fleet/N=%d: run both (-bench 'Fleet/(cluster/)?N=%d$')", f.n, f.n, f.n)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute+f.timeout())
 	defer cancel()
@@ -70,7 +70,7 @@ func (f *fleet) benchCluster(b *testing.B) {
 	for _, d := range cpu {
 		total += d
 	}
-	res := reportFleet(b, st, elapsed, total)
+	res := reportFleet(b, "", st, elapsed, total)
 	b.ReportMetric(f.ours.loopsPerSec/res.loopsPerSec, "cluster/ours")
 	b.ReportMetric(res.cpuPerLoop/(f.ours.cpuPerLoop+f.ours.pgCPUPerLoop), "cpu-cluster/ours")
 	for kind, d := range cpu {
@@ -96,7 +96,7 @@ func startClusterFleet(ctx context.Context, t testing.TB, n int) *clusterFleet {
 	c := startCluster(ctx, t, binary(t, "better-compute"), dir, "warn")
 	apis := []*demo.Client{c.api(t, "api-1"), c.api(t, "api-2")}
 
-	img, err := demo.NewImageServer(8 << 20) // as Fleet/ours's demo
+	img, err := demo.NewImageServer(8 << 20) // as Fleet/N=n's demo
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,9 +283,9 @@ func TestFleetCluster(t *testing.T) {
 	time.Sleep(time.Second) // PostgreSQL's statistics lag a transaction by up to a second
 	cpu, xacts := meter.read(ctx, t)
 	st := readRuns(t, cf.tg.temporal, runs, wf.ControlPlaneQueue, nil)
-	if st.loops != 1 || len(st.flows) != 2 || st.activities == 0 || st.wall <= 0 {
+	if st.loops != 1 || len(st.flows) != 2 || st.activities == 0 || st.time.Wall <= 0 {
 		t.Errorf("the loop's histories show %d loops, %d workflows, %d activities, %s; want 1 loop of 2 workflows (deploy, undeploy) with activities",
-			st.loops, len(st.flows), st.activities, st.wall)
+			st.loops, len(st.flows), st.activities, st.time.Wall)
 	}
 	for _, kind := range []string{"frontend", "history", "matching", "worker", "pg", "bench"} {
 		if cpu[kind] <= 0 {

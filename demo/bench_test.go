@@ -48,7 +48,7 @@ var fleetCluster = flag.String("fleet-cluster", "", "BenchmarkFleet: the fleet s
 
 var fleetTrace = flag.Bool("fleet-trace", false, "BenchmarkFleet: trace every process, exported over OTLP/HTTP to an in-process receiver")
 
-var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a CPU profile of each sub-benchmark's timed loops to DIR/<ours|bare>-N=<n>.pprof")
+var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a CPU profile of each timed loop to DIR/<ours|bare>-N=<n>.<loop>.pprof")
 
 // BenchmarkFleet takes N emulated machines through one loop at once on the
 // embedded default (control plane, embedded Temporal on SQLite, Postgres,
@@ -56,42 +56,47 @@ var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a 
 // demo --rack-process` runs them), then
 // runs bare Temporal on the same server (package bench/bare):
 //
-//	Fleet/ours/N=n  one iteration = every machine deploy → deployed →
-//	                undeploy → ready at once (metal.deploy then
-//	                metal.undeploy, wipe quick), through the API. Each
-//	                machine is enrolled once, and goes through one warm-up
-//	                loop, before the timer starts: a loop is deploy+undeploy.
-//	Fleet/bare/N=n  one iteration = n machines at once, each running one
-//	                bare workflow per workflow of our loop, on the same
+//	Fleet/N=n       ours and bare, one loop of each in turn (which goes
+//	                first alternating), timed apart (benchPair).
+//	                Ours: every machine deploy → deployed → undeploy →
+//	                ready at once (metal.deploy then metal.undeploy, wipe
+//	                quick), through the API. Each machine is enrolled
+//	                once, and goes through one warm-up loop, before the
+//	                timer starts: a loop is deploy+undeploy.
+//	                Bare: n machines at once, each running one bare
+//	                workflow per workflow of our loop, on the same
 //	                embedded server, namespace and mTLS identities (the
 //	                control plane's client, a site's through the
 //	                authorizer), with the codec, our search attributes and
 //	                the same sequence of local, control-plane-queue and
 //	                site-queue activities with the options ours had, read
-//	                from our history; every activity is a no-op (one
-//	                heartbeat where ours have a heartbeat timeout). The bare
-//	                run checks that its histories show the same steps and
-//	                options as ours.
+//	                from our warm-up loop's history; every activity is a
+//	                no-op (one heartbeat where ours have a heartbeat
+//	                timeout). Ours's timed loops and bare's must show the
+//	                same steps and options as that warm-up.
 //	Fleet/cluster/N=n  with -fleet-cluster naming n: ours's loop through
 //	                the control plane on a Temporal cluster on PostgreSQL,
 //	                deploy/cluster/Procfile's processes (benchCluster), after
 //	                the embedded demo has stopped; cluster/ours is its time
 //	                per loop over ours's.
 //
-// Metrics: loops/s (machine loops per second), acts/s (activities, local
-// and regular, per second), acts/loop and local/loop, s-wall/loop (a
-// machine's loop from its workflows' start to close, from history) and
-// s-in-acts/loop (how much of that its regular activities ran: the site,
-// ramdisk and control-plane work; the rest is Temporal's dispatch and
-// workflow tasks), MiB-peak-RSS (VmHWM of this test process, reset before
-// each sub-benchmark: the control plane, embedded Temporal and site agent;
-// ours only, as bare runs in the same process beside our idle control
-// plane), MiB-pg-peak-RSS and MiB-rack-peak-RSS (Postgres's tree and the
-// emulated rack's process, which runs the machines' BMCs and ramdisks,
-// sampled every second, shared pages counted once), cpu-s/loop (this
-// process's CPU seconds a loop) and on ours cpu-s-pg/loop and
-// cpu-s-rack/loop (Postgres's, the rack's), and on bare, ours/bare (time per
-// loop, ours over bare). bench/fleet.sh prints a table.
+// Metrics, ours's and, named with a bare- prefix, bare's: loops/s (machine
+// loops per second of the side's own timed loops), acts/s (activities,
+// local and regular, per second), acts/loop and local/loop, s-wall/loop (a
+// machine's loop from its workflows' start to close, from history), and
+// where that went (bare.Timing): s-in-acts/loop (regular activities
+// running: the site, ramdisk and control-plane work), s-act-wait/loop
+// (regular activities waiting for a worker), s-in-tasks/loop (workflow
+// tasks running: workflow code and local activities), s-task-wait/loop
+// (workflow tasks waiting for a worker); cpu-s/loop (this process's CPU
+// seconds a loop of the side's own); ours only: MiB-peak-RSS (VmHWM of this
+// test process, reset before each of ours's loops: the control plane,
+// embedded Temporal and site agent), MiB-pg-peak-RSS and MiB-rack-peak-RSS
+// (Postgres's tree and the emulated rack's process, which runs the
+// machines' BMCs and ramdisks, sampled every second, shared pages counted
+// once), cpu-s-pg/loop and cpu-s-rack/loop (Postgres's, the rack's);
+// ours/bare (time per loop, ours over bare) and cpu-ours/bare.
+// bench/fleet.sh prints a table.
 func BenchmarkFleet(b *testing.B) {
 	// The emulated ramdisk logs each wipe and image write through the
 	// default logger; the benchmark lines must stay whole.
@@ -102,8 +107,7 @@ func BenchmarkFleet(b *testing.B) {
 	clustered := clusterSizes(b, sizes)
 	for _, n := range sizes {
 		f := &fleet{n: n, dir: b.TempDir()} // the parent's: a sub-benchmark's goes when it ends
-		b.Run(fmt.Sprintf("ours/N=%d", n), f.benchOurs)
-		b.Run(fmt.Sprintf("bare/N=%d", n), f.benchBare)
+		b.Run(fmt.Sprintf("N=%d", n), f.benchPair)
 		f.stop()
 		if clustered[n] {
 			b.Run(fmt.Sprintf("cluster/N=%d", n), f.benchCluster)
@@ -199,15 +203,24 @@ func settle(b *testing.B) {
 	}
 }
 
-// benchOurs starts the demo, left running for benchBare, and measures it.
-func (f *fleet) benchOurs(b *testing.B) {
+// benchPair is Fleet/N=n: it starts the demo (left running for
+// benchCluster's comparison) and bare beside it on its server, and times
+// ours's loops and bare's in turn, which goes first alternating, so both
+// sides see the same machine: on a shared 2-core machine the speed moves
+// from minute to minute, and timing one side after the other put that move
+// into the ratio. Each loop starts after a garbage collection, so neither
+// pays for the other's garbage.
+func (f *fleet) benchPair(b *testing.B) {
 	settle(b)
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*f.timeout())
 	defer cancel()
 	// The emulated rack (BMCs, ramdisk agents, image writes) runs in a
 	// process of its own, as `demo --rack-process` runs it: the machines'
 	// work is theirs, not the engine's, and bare has none.
 	rack := []string{binary(b, "better-compute"), "demo-rack", "--log-level", "warn"}
+	if *fleetProfile != "" {
+		rack = append(rack, "--cpu-profile", filepath.Join(*fleetProfile, fmt.Sprintf("rack-N=%d.pprof", f.n)))
+	}
 	d, err := demo.Start(ctx, demo.Config{Machines: f.n, DataDir: f.dir, Listen: "127.0.0.1:0",
 		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20, Tracer: fleetTracer(b),
 		RackCommand: rack})
@@ -225,39 +238,82 @@ func (f *fleet) benchOurs(b *testing.B) {
 	defer sampler.Stop()
 	nodes := enrollFleet(ctx, b, d)
 	tg := fleetTarget{apis: []*demo.Client{d.API}, temporal: d.CP.Client(), profile: d.Profile}
-	loopFleet(ctx, b, tg, nodes) // warm-up: the first deploy fills the site's image cache
-	var runs []runRef
-	cpu0, pgCPU0, rackCPU0 := processCPU(b), treeCPU(b, pg), treeCPU(b, d.RackPID())
-	stopProfile := profileLoops(b, "ours", f.n)
-	for b.Loop() {
-		runs = append(runs, loopFleet(ctx, b, tg, nodes)...)
+	// Warm-up: the first deploy fills the site's image cache; its flows are
+	// the plan bare runs.
+	flows := readRuns(b, d.CP.Client(), loopFleet(ctx, b, tg, nodes), wf.ControlPlaneQueue, nil).flows
+	bl := startBare(ctx, b, f)
+	defer bl.Stop()
+	loopBare(ctx, b, bl, f.n, flows) // warm-up, as ours
+
+	var ours, base side
+	var peak int64
+	var pgCPU, rackCPU time.Duration
+	oursLoop := func(i int) {
+		settle(b) // the peak is ours's loops', not bare's
+		pgCPU0, rackCPU0 := treeCPU(b, pg), treeCPU(b, d.RackPID())
+		ours.time(b, "ours", f.n, i, func() []runRef { return loopFleet(ctx, b, tg, nodes) })
+		pgCPU += treeCPU(b, pg) - pgCPU0
+		rackCPU += treeCPU(b, d.RackPID()) - rackCPU0
+		p, err := procmem.PeakRSS()
+		if err != nil {
+			b.Fatal(err)
+		}
+		peak = max(peak, p)
 	}
-	stopProfile()
-	elapsed, cpu := b.Elapsed(), processCPU(b)-cpu0
-	pgCPU, rackCPU := treeCPU(b, pg)-pgCPU0, treeCPU(b, d.RackPID())-rackCPU0
+	bareLoop := func(i int) {
+		runtime.GC()
+		base.time(b, "bare", f.n, i, func() []runRef { return loopBare(ctx, b, bl, f.n, flows) })
+	}
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			oursLoop(i)
+			bareLoop(i)
+		} else {
+			bareLoop(i)
+			oursLoop(i)
+		}
+	}
 	pgPeak, pgErr := sampler.Stop()
 	rackPeak, rackErr := d.RackPeak()
-	peak, err := procmem.PeakRSS()
-	if err != nil || pgErr != nil || rackErr != nil {
-		b.Fatalf("peak RSS: %v; Postgres's: %v; the rack's: %v", err, pgErr, rackErr)
+	if pgErr != nil || rackErr != nil {
+		b.Fatalf("Postgres's peak RSS: %v; the rack's: %v", pgErr, rackErr)
 	}
-	st := readRuns(b, d.CP.Client(), runs, wf.ControlPlaneQueue, nil)
-	f.ours = reportFleet(b, st, elapsed, cpu)
+	st := readRuns(b, d.CP.Client(), ours.runs, wf.ControlPlaneQueue, flows)
+	f.ours = reportFleet(b, "", st, ours.elapsed, ours.cpu)
 	f.ours.pgCPUPerLoop = pgCPU.Seconds() / float64(st.loops)
 	b.ReportMetric(f.ours.pgCPUPerLoop, "cpu-s-pg/loop")
 	b.ReportMetric(rackCPU.Seconds()/float64(st.loops), "cpu-s-rack/loop")
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
 	b.ReportMetric(float64(pgPeak)/(1<<20), "MiB-pg-peak-RSS")
 	b.ReportMetric(float64(rackPeak)/(1<<20), "MiB-rack-peak-RSS")
+	res := reportFleet(b, "bare-", readRuns(b, d.CP.Client(), base.runs, bare.HomeQueue, flows), base.elapsed, base.cpu)
+	b.ReportMetric(res.loopsPerSec/f.ours.loopsPerSec, "ours/bare")
+	b.ReportMetric(f.ours.cpuPerLoop/res.cpuPerLoop, "cpu-ours/bare")
 }
 
-// profileLoops starts a CPU profile of the timed loops when
-// -fleet-cpuprofile names a directory, and returns what stops it.
-func profileLoops(b *testing.B, who string, n int) func() {
+// side is what one side's timed loops ran and took.
+type side struct {
+	runs         []runRef
+	elapsed, cpu time.Duration // of this process
+}
+
+// time runs loop i of who, timed and, with -fleet-cpuprofile, profiled.
+func (s *side) time(b *testing.B, who string, n, i int, loop func() []runRef) {
+	stopProfile := profileLoop(b, who, n, i)
+	cpu0, t0 := processCPU(b), time.Now()
+	s.runs = append(s.runs, loop()...)
+	s.elapsed += time.Since(t0)
+	s.cpu += processCPU(b) - cpu0
+	stopProfile()
+}
+
+// profileLoop starts a CPU profile of timed loop i when -fleet-cpuprofile
+// names a directory, and returns what stops it.
+func profileLoop(b *testing.B, who string, n, i int) func() {
 	if *fleetProfile == "" {
 		return func() {}
 	}
-	out, err := os.Create(filepath.Join(*fleetProfile, fmt.Sprintf("%s-N=%d.pprof", who, n)))
+	out, err := os.Create(filepath.Join(*fleetProfile, fmt.Sprintf("%s-N=%d.%d.pprof", who, n, i)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -367,7 +423,7 @@ type runStats struct {
 	loops, activities int
 	flows             []bare.Flow     // one loop's workflows, as most machines ran them
 	offPlan           int             // runs that went another way (a retry, a recovery)
-	wall, inActs      time.Duration   // summed over the runs: see bare.Times
+	time              bare.Timing     // summed over the runs
 	loopWalls         []time.Duration // each loop's, its workflows' walls summed
 }
 
@@ -386,13 +442,14 @@ func readRuns(b testing.TB, c client.Client, runs []runRef, homeQueue string, wa
 		if err != nil {
 			b.Fatalf("run %s of %s: %v", r.runID, r.workflowID, err)
 		}
-		wall, in := bare.Times(h)
-		st.activities, st.wall, st.inActs = st.activities+len(f.Plan), st.wall+wall, st.inActs+in
+		tm := bare.Times(h)
+		st.activities = st.activities + len(f.Plan)
+		st.time.Add(tm)
 		if r.loop == 0 {
 			st.loops++
 			st.loopWalls = append(st.loopWalls, 0)
 		}
-		st.loopWalls[len(st.loopWalls)-1] += wall
+		st.loopWalls[len(st.loopWalls)-1] += tm.Wall
 		ran = append(ran, ranFlow{r, f, shape(f)})
 	}
 	var off []ranFlow
@@ -474,33 +531,6 @@ func historyOf(b testing.TB, c client.Client, id, runID string) []*historypb.His
 	return events
 }
 
-// benchBare runs the baseline with our loop's flows on the server of the
-// demo that benchOurs started: the control plane's client for the workflows
-// and control-plane activities, and a site's (a certificate of the demo's CA
-// for a site of its own) for the site activities.
-func (f *fleet) benchBare(b *testing.B) {
-	if f.demo == nil || len(f.ours.flows) == 0 {
-		b.Fatalf("Fleet/bare/N=%d runs beside Fleet/ours/N=%d: run both (-bench 'Fleet/.*/N=%d$')", f.n, f.n, f.n)
-	}
-	settle(b)
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout())
-	defer cancel()
-	bl := startBare(ctx, b, f)
-	defer bl.Stop()
-	loopBare(ctx, b, bl, f.n, f.ours.flows) // warm-up, as ours
-	var runs []runRef
-	cpu0 := processCPU(b)
-	stopProfile := profileLoops(b, "bare", f.n)
-	for b.Loop() {
-		runs = append(runs, loopBare(ctx, b, bl, f.n, f.ours.flows)...)
-	}
-	stopProfile()
-	elapsed, cpu := b.Elapsed(), processCPU(b)-cpu0
-	res := reportFleet(b, readRuns(b, f.demo.CP.Client(), runs, bare.HomeQueue, f.ours.flows), elapsed, cpu)
-	b.ReportMetric(res.loopsPerSec/f.ours.loopsPerSec, "ours/bare")
-	b.ReportMetric(f.ours.cpuPerLoop/res.cpuPerLoop, "cpu-ours/bare")
-}
-
 // bareSite is the baseline's site: its own task queue, so the demo's site
 // agent never sees the baseline's activities.
 const bareSite = "site_bare"
@@ -558,23 +588,27 @@ func loopBare(ctx context.Context, b *testing.B, bl *bare.Baseline, n int, flows
 }
 
 // reportFleet reports the metrics common to ours and bare.
-func reportFleet(b *testing.B, st runStats, elapsed, cpu time.Duration) fleetResult {
+func reportFleet(b *testing.B, prefix string, st runStats, elapsed, cpu time.Duration) fleetResult {
 	local, perLoop := 0, 0
 	for _, f := range st.flows {
 		l, reg := f.Plan.Counts()
 		local, perLoop = local+l, perLoop+l+reg
 	}
 	res := fleetResult{loopsPerSec: float64(st.loops) / elapsed.Seconds(), cpuPerLoop: cpu.Seconds() / float64(st.loops), flows: st.flows}
-	b.ReportMetric(res.loopsPerSec, "loops/s")
-	b.ReportMetric(res.cpuPerLoop, "cpu-s/loop")
-	b.ReportMetric(float64(st.activities)/elapsed.Seconds(), "acts/s")
-	b.ReportMetric(float64(perLoop), "acts/loop")
-	b.ReportMetric(float64(local), "local/loop")
-	b.ReportMetric(st.wall.Seconds()/float64(st.loops), "s-wall/loop")
-	b.ReportMetric(st.inActs.Seconds()/float64(st.loops), "s-in-acts/loop")
-	b.ReportMetric(quantile(st.loopWalls, 0.50).Seconds(), "s-p50/loop")
-	b.ReportMetric(quantile(st.loopWalls, 0.99).Seconds(), "s-p99/loop")
-	b.ReportMetric(float64(st.offPlan), "off-plan-runs")
+	b.ReportMetric(res.loopsPerSec, prefix+"loops/s")
+	b.ReportMetric(res.cpuPerLoop, prefix+"cpu-s/loop")
+	b.ReportMetric(float64(st.activities)/elapsed.Seconds(), prefix+"acts/s")
+	b.ReportMetric(float64(perLoop), prefix+"acts/loop")
+	b.ReportMetric(float64(local), prefix+"local/loop")
+	each := func(d time.Duration) float64 { return d.Seconds() / float64(st.loops) }
+	b.ReportMetric(each(st.time.Wall), prefix+"s-wall/loop")
+	b.ReportMetric(each(st.time.InActivities), prefix+"s-in-acts/loop")
+	b.ReportMetric(each(st.time.ActivityWait), prefix+"s-act-wait/loop")
+	b.ReportMetric(each(st.time.InTasks), prefix+"s-in-tasks/loop")
+	b.ReportMetric(each(st.time.TaskWait), prefix+"s-task-wait/loop")
+	b.ReportMetric(quantile(st.loopWalls, 0.50).Seconds(), prefix+"s-p50/loop")
+	b.ReportMetric(quantile(st.loopWalls, 0.99).Seconds(), prefix+"s-p99/loop")
+	b.ReportMetric(float64(st.offPlan), prefix+"off-plan-runs")
 	return res
 }
 

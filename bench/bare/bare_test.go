@@ -103,8 +103,9 @@ func checkRun(t *testing.T, c client.Client, runID string, want Flow) {
 		t.Errorf("run %s: input payloads %v, want one encrypted by the codec", runID, in)
 	}
 	// No-op activities run in next to no time of the workflow's.
-	if wall, inActs := Times(h); wall <= 0 || inActs < 0 || inActs > wall/2 {
-		t.Errorf("Times(run %s) = wall %v, in activities %v; want wall > 0 and under half of it in no-ops", runID, wall, inActs)
+	if tm := Times(h); tm.Wall <= 0 || tm.InActivities < 0 || tm.InActivities > tm.Wall/2 || tm.InTasks <= 0 ||
+		tm.InActivities+tm.ActivityWait+tm.InTasks+tm.TaskWait > tm.Wall {
+		t.Errorf("Times(run %s) = %+v; want wall > 0, under half of it in no-ops, some in workflow tasks, and the parts within the wall", runID, tm)
 	}
 }
 
@@ -167,40 +168,46 @@ func history(t *testing.T, c client.Client, id, runID string) []*historypb.Histo
 }
 func TestTimes(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	ev := func(id int64, after time.Duration, attrs func(*historypb.HistoryEvent)) *historypb.HistoryEvent {
-		e := &historypb.HistoryEvent{EventId: id, EventTime: timestamppb.New(t0.Add(after))}
-		if attrs != nil {
-			attrs(e)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	ev := func(id int64, at int, attrs any) *historypb.HistoryEvent {
+		e := &historypb.HistoryEvent{EventId: id, EventTime: timestamppb.New(t0.Add(ms(at)))}
+		switch a := attrs.(type) {
+		case *historypb.WorkflowTaskStartedEventAttributes:
+			e.Attributes = &historypb.HistoryEvent_WorkflowTaskStartedEventAttributes{WorkflowTaskStartedEventAttributes: a}
+		case *historypb.WorkflowTaskCompletedEventAttributes:
+			e.Attributes = &historypb.HistoryEvent_WorkflowTaskCompletedEventAttributes{WorkflowTaskCompletedEventAttributes: a}
+		case *historypb.ActivityTaskStartedEventAttributes:
+			e.Attributes = &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: a}
+		case *historypb.ActivityTaskCompletedEventAttributes:
+			e.Attributes = &historypb.HistoryEvent_ActivityTaskCompletedEventAttributes{ActivityTaskCompletedEventAttributes: a}
+		case *historypb.ActivityTaskFailedEventAttributes:
+			e.Attributes = &historypb.HistoryEvent_ActivityTaskFailedEventAttributes{ActivityTaskFailedEventAttributes: a}
 		}
 		return e
 	}
-	completed := func(started int64) func(*historypb.HistoryEvent) {
-		return func(e *historypb.HistoryEvent) {
-			e.Attributes = &historypb.HistoryEvent_ActivityTaskCompletedEventAttributes{
-				ActivityTaskCompletedEventAttributes: &historypb.ActivityTaskCompletedEventAttributes{StartedEventId: started}}
-		}
-	}
-	failed := func(started int64) func(*historypb.HistoryEvent) {
-		return func(e *historypb.HistoryEvent) {
-			e.Attributes = &historypb.HistoryEvent_ActivityTaskFailedEventAttributes{
-				ActivityTaskFailedEventAttributes: &historypb.ActivityTaskFailedEventAttributes{StartedEventId: started}}
-		}
-	}
 	for _, tc := range []struct {
-		name         string
-		history      []*historypb.HistoryEvent
-		wall, inActs time.Duration
+		name    string
+		history []*historypb.HistoryEvent
+		want    Timing
 	}{
-		{"empty", nil, 0, 0},
-		{"no activities", []*historypb.HistoryEvent{ev(1, 0, nil), ev(2, time.Second, nil)}, time.Second, 0},
+		{"empty", nil, Timing{}},
+		{"no activities", []*historypb.HistoryEvent{ev(1, 0, nil), ev(2, 1000, nil)}, Timing{Wall: ms(1000)}},
 		{"two activities, one failed", []*historypb.HistoryEvent{
-			ev(1, 0, nil), ev(5, time.Second, nil), ev(6, 2*time.Second, nil), ev(7, 5*time.Second, completed(6)),
-			ev(11, 6*time.Second, nil), ev(12, 6*time.Second+500*time.Millisecond, failed(11)), ev(20, 10*time.Second, nil),
-		}, 10 * time.Second, 3*time.Second + 500*time.Millisecond},
+			ev(1, 0, nil),
+			ev(2, 10, nil), // workflow task scheduled
+			ev(3, 40, &historypb.WorkflowTaskStartedEventAttributes{ScheduledEventId: 2}),
+			ev(4, 140, &historypb.WorkflowTaskCompletedEventAttributes{StartedEventId: 3}),
+			ev(5, 1000, nil), // activity scheduled
+			ev(6, 2000, &historypb.ActivityTaskStartedEventAttributes{ScheduledEventId: 5}),
+			ev(7, 5000, &historypb.ActivityTaskCompletedEventAttributes{StartedEventId: 6}),
+			ev(10, 5800, nil),
+			ev(11, 6000, &historypb.ActivityTaskStartedEventAttributes{ScheduledEventId: 10}),
+			ev(12, 6500, &historypb.ActivityTaskFailedEventAttributes{StartedEventId: 11}),
+			ev(20, 10000, nil),
+		}, Timing{Wall: ms(10000), InActivities: ms(3500), ActivityWait: ms(1200), InTasks: ms(100), TaskWait: ms(30)}},
 	} {
-		wall, in := Times(tc.history)
-		if wall != tc.wall || in != tc.inActs {
-			t.Errorf("Times(%s) = %v, %v; want %v, %v", tc.name, wall, in, tc.wall, tc.inActs)
+		if got := Times(tc.history); got != tc.want {
+			t.Errorf("Times(%s) = %+v; want %+v", tc.name, got, tc.want)
 		}
 	}
 }

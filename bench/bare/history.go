@@ -88,30 +88,63 @@ func Values(sa temporal.SearchAttributes) map[string]any {
 	return m
 }
 
-// Times reads from a workflow's history how long it ran, from started to
-// closed, and how much of that its regular activities spent running (from
-// started to completed, failed or timed out; of a retried activity, the last
-// attempt). The rest is dispatch, workflow tasks and local activities.
-func Times(history []*historypb.HistoryEvent) (wall, inActivities time.Duration) {
+// Timing is where a workflow's time went, read from its history.
+type Timing struct {
+	Wall time.Duration // from started to closed
+	// InActivities is how long its regular activities ran, from started to
+	// completed, failed or timed out (of a retried activity, the last
+	// attempt), and ActivityWait how long they waited for a worker, from
+	// scheduled to started (of a retried one, with its backoff).
+	InActivities, ActivityWait time.Duration
+	// InTasks is how long its workflow tasks ran, from started to
+	// completed: the workflow's code and its local activities; TaskWait
+	// how long they waited for a worker, from scheduled to started.
+	InTasks, TaskWait time.Duration
+}
+
+// Add adds o's durations to t's.
+func (t *Timing) Add(o Timing) {
+	t.Wall += o.Wall
+	t.InActivities += o.InActivities
+	t.ActivityWait += o.ActivityWait
+	t.InTasks += o.InTasks
+	t.TaskWait += o.TaskWait
+}
+
+// Times reads from a workflow's history where its time went (Timing).
+func Times(history []*historypb.HistoryEvent) Timing {
+	var t Timing
 	if len(history) == 0 {
-		return 0, 0
+		return t
 	}
 	at := map[int64]time.Time{}
+	since := func(id int64, ev *historypb.HistoryEvent) time.Duration {
+		if s, ok := at[id]; ok && id != 0 {
+			return ev.GetEventTime().AsTime().Sub(s)
+		}
+		return 0
+	}
 	for _, ev := range history {
 		at[ev.GetEventId()] = ev.GetEventTime().AsTime()
-		var started int64
 		switch {
+		case ev.GetActivityTaskStartedEventAttributes() != nil:
+			t.ActivityWait += since(ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId(), ev)
 		case ev.GetActivityTaskCompletedEventAttributes() != nil:
-			started = ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId()
+			t.InActivities += since(ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId(), ev)
 		case ev.GetActivityTaskFailedEventAttributes() != nil:
-			started = ev.GetActivityTaskFailedEventAttributes().GetStartedEventId()
+			t.InActivities += since(ev.GetActivityTaskFailedEventAttributes().GetStartedEventId(), ev)
 		case ev.GetActivityTaskTimedOutEventAttributes() != nil:
-			started = ev.GetActivityTaskTimedOutEventAttributes().GetStartedEventId()
-		}
-		if t, ok := at[started]; ok && started != 0 {
-			inActivities += ev.GetEventTime().AsTime().Sub(t)
+			t.InActivities += since(ev.GetActivityTaskTimedOutEventAttributes().GetStartedEventId(), ev)
+		case ev.GetWorkflowTaskStartedEventAttributes() != nil:
+			t.TaskWait += since(ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId(), ev)
+		case ev.GetWorkflowTaskCompletedEventAttributes() != nil:
+			t.InTasks += since(ev.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId(), ev)
+		case ev.GetWorkflowTaskFailedEventAttributes() != nil:
+			t.InTasks += since(ev.GetWorkflowTaskFailedEventAttributes().GetStartedEventId(), ev)
+		case ev.GetWorkflowTaskTimedOutEventAttributes() != nil:
+			t.InTasks += since(ev.GetWorkflowTaskTimedOutEventAttributes().GetStartedEventId(), ev)
 		}
 	}
-	wall = history[len(history)-1].GetEventTime().AsTime().Sub(history[0].GetEventTime().AsTime())
-	return wall, inActivities
+	t.Wall = history[len(history)-1].GetEventTime().AsTime().Sub(history[0].GetEventTime().AsTime())
+	return t
 }

@@ -77,12 +77,20 @@ func demoRackCommand() *cli.Command {
 			&cli.StringFlag{Name: "bmc-username", Value: "admin"},
 			&cli.StringFlag{Name: "bmc-password-file", Required: true},
 			&cli.StringFlag{Name: "log-level", Value: "warn"},
+			&cli.StringFlag{Name: "cpu-profile", Usage: "write a CPU profile (go tool pprof) of the rack's whole run to this file"},
 			logflag.Format(),
 		},
 		Action: func(c *cli.Context) error {
 			pw, err := os.ReadFile(c.String("bmc-password-file"))
 			if err != nil {
 				return err
+			}
+			if p := c.String("cpu-profile"); p != "" {
+				stop, err := startCPUProfile(p)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			return emulate.Run(c.Context, emulate.Config{Machines: c.Int("machines"), IPMI: c.Int("ipmi"), Dir: c.String("dir"),
 				BootURL: c.String("boot-url"), Username: c.String("bmc-username"),
