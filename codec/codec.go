@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/protobuf/proto"
@@ -33,6 +34,13 @@ const (
 	// CipherAES256GCM is the only cipher this codec writes.
 	CipherAES256GCM = "AES256-GCM"
 )
+
+// Compression is the gRPC compression of our Temporal clients: none. The
+// SDK gzips every request by default (and the server then its answer), but
+// what we send is mostly this codec's ciphertext, which gzip cannot shrink:
+// at 20 machines the gzip of Temporal's calls was 2.8% of the control
+// plane's CPU for next to no bytes saved.
+func Compression() client.GrpcCompression { return &client.GrpcCompressionNone{} }
 
 // KeySize is the length of a key in bytes (AES-256).
 const KeySize = 32

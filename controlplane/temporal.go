@@ -57,7 +57,7 @@ func (cp *ControlPlane) startTemporal(ctx context.Context, key *codec.Keyring) e
 	target, dialOpts := frontends.Target(cp.TemporalAddresses())
 	dialOpts = append(dialOpts, grpc.WithChainUnaryInterceptor(startid.Interceptor())) // the API's verbs start under one id (api/metal.go)
 	c, err := dial(ctx, client.Options{HostPort: target, Namespace: cp.cfg.TemporalNamespace, Interceptors: traced,
-		ConnectionOptions: client.ConnectionOptions{TLS: tc, DialOptions: dialOpts}, MetricsHandler: cp.metrics.Temporal()}, key, cp.log)
+		ConnectionOptions: client.ConnectionOptions{TLS: tc, DialOptions: dialOpts, GrpcCompression: codec.Compression()}, MetricsHandler: cp.metrics.Temporal()}, key, cp.log)
 	if err != nil {
 		return err
 	}

@@ -124,6 +124,7 @@ func (a *Agent) startWorker() error {
 		return err
 	}
 	opts.ConnectionOptions.TLS, opts.ConnectionOptions.DialOptions = tc, fronts.DialOptions()
+	opts.ConnectionOptions.GrpcCompression = codec.Compression()
 	// The worker takes the client's interceptors: each activity's span is a
 	// child of the workflow's, carried in the task's header.
 	if opts.Interceptors, err = tracing.Temporal(a.cfg.Tracer); err != nil {

@@ -22,7 +22,7 @@ func Dial(ctx context.Context, addr, namespace string, key []byte, tc *tls.Confi
 	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace,
 		DataConverter: dc, FailureConverter: codec.NewFailureConverter(dc),
 		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-		ConnectionOptions: client.ConnectionOptions{TLS: tc}})
+		ConnectionOptions: client.ConnectionOptions{TLS: tc, GrpcCompression: codec.Compression()}})
 	if err != nil {
 		return nil, errs.Wrap(errs.Unavailable, err, "dial Temporal at %s for the baseline", addr)
 	}
