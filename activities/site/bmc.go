@@ -81,6 +81,7 @@ func (a *Activities) withDriver(ctx context.Context, op string, t kinds.BMCTarge
 	creds.TLS = t.TLS
 	start := time.Now()
 	err = a.callBMC(ctx, factory, addr, creds, fn)
+	a.forgetRefused(t.CredentialsRef, err)
 	a.countBMC(addr.Driver, op, err, time.Since(start))
 	return withOp(err, op)
 }

@@ -3,10 +3,13 @@ package site
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -91,22 +94,78 @@ func (a *Activities) secretCredentials(ctx context.Context, ref string) (bmc.Cre
 
 // SecretsClient resolves secret:// references with the control plane's
 // SecretsService; httpClient must present the site agent's certificate.
+//
+// It keeps what it resolved for SecretTTL: a workflow sends its BMC
+// commands back to back (set the boot device, then the power), and each
+// asked the control plane again, a round trip to a control plane that may
+// be a WAN away. The answer depends only on the reference, which names its
+// tenant, and on the site, which is this process's. A secret changed or
+// withdrawn from the site reaches the site's commands within SecretTTL, and
+// at once after a BMC refused the credentials (Forget).
 type SecretsClient struct {
-	c bettercomputev1connect.SecretsServiceClient
+	c   bettercomputev1connect.SecretsServiceClient
+	now func() time.Time
+
+	mu   sync.Mutex
+	kept map[string]keptSecret
+}
+
+// SecretTTL is how long a SecretsClient keeps a resolved secret.
+const SecretTTL = 10 * time.Second
+
+type keptSecret struct {
+	values map[string]string
+	at     time.Time
 }
 
 // NewSecretsClient returns a client of the SecretsService at baseURL.
 func NewSecretsClient(httpClient *http.Client, baseURL string) *SecretsClient {
-	return &SecretsClient{c: bettercomputev1connect.NewSecretsServiceClient(httpClient, baseURL)}
+	return &SecretsClient{c: bettercomputev1connect.NewSecretsServiceClient(httpClient, baseURL), now: time.Now,
+		kept: map[string]keptSecret{}}
 }
 
-// Resolve returns the values of the secret ref.
+// Resolve returns the values of the secret ref: the ones kept, when
+// resolved less than SecretTTL ago. Refusals are not kept.
 func (s *SecretsClient) Resolve(ctx context.Context, ref string) (map[string]string, error) {
+	s.mu.Lock()
+	k, ok := s.kept[ref]
+	if ok && s.now().Sub(k.at) >= SecretTTL {
+		delete(s.kept, ref)
+		ok = false
+	}
+	s.mu.Unlock()
+	if ok {
+		return maps.Clone(k.values), nil
+	}
+	at := s.now()
 	resp, err := s.c.Resolve(ctx, connect.NewRequest(&v1.ResolveSecretRequest{Ref: ref}))
 	if err != nil {
 		return nil, FromConnect("secrets.resolve", err)
 	}
-	return resp.Msg.GetValues(), nil
+	values := resp.Msg.GetValues()
+	s.mu.Lock()
+	s.kept[ref] = keptSecret{values: maps.Clone(values), at: at}
+	s.mu.Unlock()
+	return values, nil
+}
+
+// Forget drops what is kept of ref, so the next Resolve asks again.
+func (s *SecretsClient) Forget(ref string) {
+	s.mu.Lock()
+	delete(s.kept, ref)
+	s.mu.Unlock()
+}
+
+// forgetter is a SecretResolver that keeps what it resolved.
+type forgetter interface{ Forget(ref string) }
+
+// forgetRefused drops the kept values of ref after its BMC refused them
+// (err UNAUTHENTICATED): the operator who fixes the secret retries with
+// the new values, not the kept ones.
+func (a *Activities) forgetRefused(ref string, err error) {
+	if f, ok := a.Secrets.(forgetter); ok && errs.KindOf(err) == errs.Unauthenticated {
+		f.Forget(ref)
+	}
 }
 
 // FromConnect turns an error from a control-plane Connect call into an

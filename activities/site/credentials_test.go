@@ -22,15 +22,20 @@ const trustDomain = "site.example.test"
 
 // secrets is a SecretsService that answers only verified site agents.
 type secrets struct {
-	ca    *pki.CA
-	calls atomic.Int32
+	ca       *pki.CA
+	calls    atomic.Int32
+	password atomic.Pointer[string] // secret://bmc/r1's, the BMC's (s3cret) when nil
 }
 
 func (s *secrets) Resolve(_ context.Context, req *connect.Request[v1.ResolveSecretRequest]) (*connect.Response[v1.ResolveSecretResponse], error) {
 	s.calls.Add(1)
 	switch req.Msg.GetRef() {
 	case "secret://bmc/r1":
-		return connect.NewResponse(&v1.ResolveSecretResponse{Values: map[string]string{"username": "admin", "password": "s3cret"}}), nil
+		pw := "s3cret"
+		if p := s.password.Load(); p != nil {
+			pw = *p
+		}
+		return connect.NewResponse(&v1.ResolveSecretResponse{Values: map[string]string{"username": "admin", "password": pw}}), nil
 	case "secret://denied":
 		ce := connect.NewError(connect.CodePermissionDenied, errs.New(errs.PermissionDenied, "not this site's secret"))
 		if d, err := connect.NewErrorDetail(&v1.ErrorDetail{Kind: string(errs.PermissionDenied)}); err == nil {
@@ -116,4 +121,52 @@ func TestSecretCredentials(t *testing.T) {
 	if got := svc.calls.Load(); got != 3 {
 		t.Errorf("SecretsService calls = %d, want 3", got)
 	}
+}
+
+// TestSecretsKeptForTTL: the site agent asks the control plane for a secret
+// once for the commands of the next SecretTTL, again after it, and again at
+// once after the BMC refused the values kept.
+func TestSecretsKeptForTTL(t *testing.T) {
+	b := startBMC(t)
+	sc, svc := startSecrets(t)
+	clock := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	sc.now = func() time.Time { return clock }
+	a := &Activities{Drivers: map[string]DriverFactory{bmc.DriverRedfish: redfishFactory}, Secrets: sc}
+	env := testEnv(t, a)
+	target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "secret://bmc/r1"}
+	power := func(action bmc.PowerAction) error {
+		_, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{BMC: target, Action: action})
+		return err
+	}
+	calls := func(step string, want int32) {
+		t.Helper()
+		if got := svc.calls.Load(); got != want {
+			t.Errorf("%s: SecretsService calls = %d, want %d", step, got, want)
+		}
+	}
+	for _, action := range []bmc.PowerAction{bmc.PowerOn, bmc.PowerOff} {
+		if err := power(action); err != nil {
+			t.Fatalf("power.setPower(%s) = %v", action, err)
+		}
+	}
+	calls("two commands at once", 1)
+
+	clock = clock.Add(SecretTTL)
+	if err := power(bmc.PowerOn); err != nil {
+		t.Fatal(err)
+	}
+	calls("a command SecretTTL later", 2)
+
+	wrong := "not-the-bmc-password"
+	svc.password.Store(&wrong)
+	clock = clock.Add(SecretTTL)
+	if typ, _ := appError(t, power(bmc.PowerOff)); typ != string(errs.Unauthenticated) {
+		t.Fatalf("power.setPower with a password the BMC refuses = %s, want %s", typ, errs.Unauthenticated)
+	}
+	calls("the secret changed, SecretTTL later", 3)
+	svc.password.Store(nil) // the operator mends the secret and retries at once
+	if err := power(bmc.PowerOff); err != nil {
+		t.Fatalf("power.setPower after the secret was mended = %v, want the new values asked for", err)
+	}
+	calls("after the BMC refused the kept values", 4)
 }
