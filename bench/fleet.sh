@@ -47,13 +47,14 @@ awk '
 	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
 }
 END {
-	printf "%4s | %8s %8s %9s | %8s %7s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s %6s | %6s %6s %9s %6s\n", "N", "loops/s", "bare", "ours/bare",
+	printf "%4s | %8s %8s %9s %15s | %8s %7s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s %6s | %6s %6s %9s %6s\n", "N", "loops/s", "bare", "ours/bare", "pairs",
 		"cluster", "cl/ours", "acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "in-acts", "bare", "RSS", "pg", "rack", "cpu s", "bare", "ours/bare", "rack"
 	for (i = 1; i <= count; i++) {
 		n = order[i]
 		cl = (("cluster", n, "loops/s") in v) ? sprintf("%8.3f %7.2f", v["cluster", n, "loops/s"], v["cluster", n, "cluster/ours"]) : sprintf("%8s %7s", "-", "-")
-		printf "%4s | %8.3f %8.3f %9.2f | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f %6.0f | %6.2f %6.2f %9.2f %6.2f\n", n,
-			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["ours", n, "ours/bare"], cl,
+		pairs = sprintf("%.2f (%.2f-%.2f)", v["ours", n, "ours/bare-median"], v["ours", n, "ours/bare-min"], v["ours", n, "ours/bare-max"])
+		printf "%4s | %8.3f %8.3f %9.2f %15s | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f %6.0f | %6.2f %6.2f %9.2f %6.2f\n", n,
+			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["ours", n, "ours/bare"], pairs, cl,
 			v["ours", n, "acts/s"], v["bare", n, "acts/s"], v["ours", n, "acts/loop"], v["ours", n, "local/loop"],
 			v["ours", n, "s-wall/loop"], v["ours", n, "s-p50/loop"], v["ours", n, "s-p99/loop"],
 			v["ours", n, "s-in-acts/loop"], v["bare", n, "s-wall/loop"],
@@ -86,7 +87,8 @@ END {
 	print "cpu s    CPU seconds of the test process a loop (user + system; Postgres and the rack not counted): less noisy"
 	print "         than wall time on a shared machine; bare'"'"'s process also holds our idle control plane; rack: the"
 	print "         rack process'"'"'s CPU seconds a loop (the machines'"'"' work, which bare has none of)"
-	print "ours/bare  our time per loop over bare Temporal'"'"'s at the same N: 1.00 is no overhead"
+	print "ours/bare  our time per loop over bare Temporal'"'"'s at the same N: 1.00 is no overhead; pairs: each pair of"
+	print "         loops'"'"' ratio (ours'"'"'s i over bare'"'"'s i), median (min-max)"
 	print "cluster  the same loop through deploy/cluster/Procfile'"'"'s processes (Temporal frontend, history, matching x2,"
 	print "         its worker service, 4 history shards, on PostgreSQL; serve --only api x2, --only worker x2); cl/ours:"
 	print "         its time per loop over the embedded default'"'"'s above, in the same run (1.00: as fast)"

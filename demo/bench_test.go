@@ -95,7 +95,9 @@ var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a 
 // (Postgres's tree and the emulated rack's process, which runs the
 // machines' BMCs and ramdisks, sampled every second, shared pages counted
 // once), cpu-s-pg/loop and cpu-s-rack/loop (Postgres's, the rack's);
-// ours/bare (time per loop, ours over bare) and cpu-ours/bare.
+// ours/bare (time per loop, ours over bare: the timed loops' sums), the
+// ratio of each pair of loops (ours's i over bare's i) as ours/bare-min,
+// -median and -max, and cpu-ours/bare.
 // bench/fleet.sh prints a table.
 func BenchmarkFleet(b *testing.B) {
 	// The emulated ramdisk logs each wipe and image write through the
@@ -208,8 +210,9 @@ func settle(b *testing.B) {
 // ours's loops and bare's in turn, which goes first alternating, so both
 // sides see the same machine: on a shared 2-core machine the speed moves
 // from minute to minute, and timing one side after the other put that move
-// into the ratio. Each loop starts after a garbage collection, so neither
-// pays for the other's garbage.
+// into the ratio. Each loop starts after a garbage collection that returns
+// the freed memory to the OS (settle), so neither pays for the other's
+// garbage.
 func (f *fleet) benchPair(b *testing.B) {
 	settle(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*f.timeout())
@@ -261,7 +264,7 @@ func (f *fleet) benchPair(b *testing.B) {
 		peak = max(peak, p)
 	}
 	bareLoop := func(i int) {
-		runtime.GC()
+		settle(b) // as ours's, so neither side pays for the other's garbage
 		base.time(b, "bare", f.n, i, func() []runRef { return loopBare(ctx, b, bl, f.n, flows) })
 	}
 	for i := 0; b.Loop(); i++ {
@@ -289,12 +292,22 @@ func (f *fleet) benchPair(b *testing.B) {
 	res := reportFleet(b, "bare-", readRuns(b, d.CP.Client(), base.runs, bare.HomeQueue, flows), base.elapsed, base.cpu)
 	b.ReportMetric(res.loopsPerSec/f.ours.loopsPerSec, "ours/bare")
 	b.ReportMetric(f.ours.cpuPerLoop/res.cpuPerLoop, "cpu-ours/bare")
+	// Each pair's ratio (ours's loop i over bare's), for the spread.
+	var pairs []float64
+	for i := range ours.loops {
+		pairs = append(pairs, ours.loops[i].Seconds()/base.loops[i].Seconds())
+	}
+	slices.Sort(pairs)
+	b.ReportMetric(pairs[0], "ours/bare-min")
+	b.ReportMetric(pairs[len(pairs)/2], "ours/bare-median")
+	b.ReportMetric(pairs[len(pairs)-1], "ours/bare-max")
 }
 
 // side is what one side's timed loops ran and took.
 type side struct {
 	runs         []runRef
-	elapsed, cpu time.Duration // of this process
+	elapsed, cpu time.Duration   // of this process
+	loops        []time.Duration // each timed loop's
 }
 
 // time runs loop i of who, timed and, with -fleet-cpuprofile, profiled.
@@ -302,7 +315,8 @@ func (s *side) time(b *testing.B, who string, n, i int, loop func() []runRef) {
 	stopProfile := profileLoop(b, who, n, i)
 	cpu0, t0 := processCPU(b), time.Now()
 	s.runs = append(s.runs, loop()...)
-	s.elapsed += time.Since(t0)
+	s.loops = append(s.loops, time.Since(t0))
+	s.elapsed += s.loops[len(s.loops)-1]
 	s.cpu += processCPU(b) - cpu0
 	stopProfile()
 }
@@ -443,7 +457,7 @@ func readRuns(b testing.TB, c client.Client, runs []runRef, homeQueue string, wa
 			b.Fatalf("run %s of %s: %v", r.runID, r.workflowID, err)
 		}
 		tm := bare.Times(h)
-		st.activities = st.activities + len(f.Plan)
+		st.activities += len(f.Plan)
 		st.time.Add(tm)
 		if r.loop == 0 {
 			st.loops++
