@@ -120,7 +120,10 @@ func TestPidFile(t *testing.T) {
 // TestTreeCPU: a shell that spins in a subshell it waits for (reaped: its
 // time shows in the shell's cutime) and then in a live child counts both.
 func TestTreeCPU(t *testing.T) {
-	cmd := exec.Command("sh", "-c", `(end=$(($(date +%s)+1)); while [ "$(date +%s)" -lt $end ]; do :; done); `+
+	// date +%s counts whole seconds: spinning until it reads start+1 can be
+	// over at once (a start at .999), so the subshell spins until start+2,
+	// between one and two seconds.
+	cmd := exec.Command("sh", "-c", `(end=$(($(date +%s)+2)); while [ "$(date +%s)" -lt $end ]; do :; done); `+
 		`(while :; do :; done) & echo spinning; wait`)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
@@ -146,10 +149,10 @@ func TestTreeCPU(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TreeCPU(sh) = %v", err)
 	}
-	// The subshell spun for a second of wall time: on a loaded machine it
+	// The subshell spun for a second or more of wall time: on a loaded machine it
 	// gets a share of a core, and its date commands count too.
 	if reaped-first < 100*time.Millisecond {
-		t.Errorf("TreeCPU(sh) grew by %s while a child it reaped spun for 1s, want at least 100ms", reaped-first)
+		t.Errorf("TreeCPU(sh) grew by %s while a child it reaped spun for a second or more, want at least 100ms", reaped-first)
 	}
 	time.Sleep(time.Second)
 	live, err := TreeCPU(root)
