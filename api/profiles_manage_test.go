@@ -206,8 +206,6 @@ func TestProfilesAcrossTenants(t *testing.T) {
 	e.ok(e.root, profGet, `{"id":"cycle","version":2}`)
 }
 
-// acmeNode is a node of tenant acme, still enrolling, in a pool that may
-// skip the wipe (so a test moves it to ready).
 // twoTenants serves the API on a fresh database with tenants root and acme,
 // each with a token, its Temporal client tc.
 func twoTenants(t *testing.T, tc client.Client) *env {
@@ -236,6 +234,8 @@ func makeReady(t *testing.T, s *store.Store, node string) {
 	}
 }
 
+// acmeNode is a node of tenant acme, still enrolling, in a pool that may
+// skip the wipe (so a test moves it to ready).
 func acmeNode(t *testing.T, s *store.Store) string {
 	ctx := t.Context()
 	site, _, err := s.CreateSite(ctx, store.Site{TenantID: "acme", Kind: "shared", Region: "lab-1"})

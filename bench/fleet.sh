@@ -47,17 +47,16 @@ awk '
 	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
 }
 END {
-	printf "%4s | %8s %8s %9s %15s | %8s %7s | %7s %7s | %5s %5s | %7s %7s %7s %7s %7s | %6s %6s %6s | %6s %6s %9s %6s\n", "N", "loops/s", "bare", "ours/bare", "pairs",
-		"cluster", "cl/ours", "acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "in-acts", "bare", "RSS", "pg", "rack", "cpu s", "bare", "ours/bare", "rack"
+	printf "%4s | %8s %8s %9s %15s | %8s %7s | %7s %7s | %5s %5s | %7s %7s %7s | %6s %6s %6s | %6s %6s %9s %6s\n", "N", "loops/s", "bare", "ours/bare", "pairs",
+		"cluster", "cl/ours", "acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "RSS", "pg", "rack", "cpu s", "bare", "ours/bare", "rack"
 	for (i = 1; i <= count; i++) {
 		n = order[i]
 		cl = (("cluster", n, "loops/s") in v) ? sprintf("%8.3f %7.2f", v["cluster", n, "loops/s"], v["cluster", n, "cluster/ours"]) : sprintf("%8s %7s", "-", "-")
 		pairs = sprintf("%.2f (%.2f-%.2f)", v["ours", n, "ours/bare-median"], v["ours", n, "ours/bare-min"], v["ours", n, "ours/bare-max"])
-		printf "%4s | %8.3f %8.3f %9.2f %15s | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f %7.2f %7.2f | %6.0f %6.0f %6.0f | %6.2f %6.2f %9.2f %6.2f\n", n,
+		printf "%4s | %8.3f %8.3f %9.2f %15s | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f | %6.0f %6.0f %6.0f | %6.2f %6.2f %9.2f %6.2f\n", n,
 			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["ours", n, "ours/bare"], pairs, cl,
 			v["ours", n, "acts/s"], v["bare", n, "acts/s"], v["ours", n, "acts/loop"], v["ours", n, "local/loop"],
 			v["ours", n, "s-wall/loop"], v["ours", n, "s-p50/loop"], v["ours", n, "s-p99/loop"],
-			v["ours", n, "s-in-acts/loop"], v["bare", n, "s-wall/loop"],
 			v["ours", n, "MiB-peak-RSS"], v["ours", n, "MiB-pg-peak-RSS"], v["ours", n, "MiB-rack-peak-RSS"],
 			v["ours", n, "cpu-s/loop"], v["bare", n, "cpu-s/loop"], v["ours", n, "cpu-ours/bare"], v["ours", n, "cpu-s-rack/loop"]
 	}
@@ -77,10 +76,10 @@ END {
 	print "         same local, control-plane-queue and site-queue activities with our options (timeouts, heartbeat timeouts,"
 	print "         retry policies) read from our history; each a no-op, heartbeating once where ours have a heartbeat timeout"
 	print "acts     activities per loop (local + regular), read from our history; local: of which local activities"
-	print "wall s   one machine loop, its workflows from start to close (mean, p50, p99 over the machines'"'"' loops);"
-	print "         in-acts: of the mean, inside our regular activities. Below, where a machine'"'"'s loop went (mean, from"
-	print "         history): in-act regular activities running, a-wait waiting for a worker; in-wft workflow tasks running"
-	print "         (workflow code, local activities), w-wait waiting for a worker; the rest is between them"
+	print "wall s   one machine loop, its workflows from start to close (mean, p50, p99 over the machines'"'"' loops)."
+	print "         Below, where a machine'"'"'s loop went, ours'"'"'s and bare'"'"'s (mean, from history): in-act regular activities"
+	print "         running, a-wait waiting for a worker; in-wft workflow tasks running (workflow code, local activities),"
+	print "         w-wait waiting for a worker; the rest is between them"
 	print "RSS      peak MiB of the test process in ours'"'"'s loops (control plane, embedded Temporal, site agent); pg: Postgres tree, sampled;"
 	print "         rack: the emulated rack'"'"'s process (BMCs, ramdisks), sampled; none for bare, which runs in the same"
 	print "         process beside our idle control plane"

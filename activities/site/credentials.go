@@ -156,15 +156,12 @@ func (s *SecretsClient) Forget(ref string) {
 	s.mu.Unlock()
 }
 
-// forgetter is a SecretResolver that keeps what it resolved.
-type forgetter interface{ Forget(ref string) }
-
 // forgetRefused drops the kept values of ref after its BMC refused them
 // (err UNAUTHENTICATED): the operator who fixes the secret retries with
 // the new values, not the kept ones.
 func (a *Activities) forgetRefused(ref string, err error) {
-	if f, ok := a.Secrets.(forgetter); ok && errs.KindOf(err) == errs.Unauthenticated {
-		f.Forget(ref)
+	if a.Secrets != nil && errs.KindOf(err) == errs.Unauthenticated {
+		a.Secrets.Forget(ref)
 	}
 }
 

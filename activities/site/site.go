@@ -64,9 +64,12 @@ type RamdiskHearing interface {
 	Heard(nodeID string) (at time.Time, known, polling bool)
 }
 
-// SecretResolver resolves a secret:// reference to its values.
+// SecretResolver resolves a secret:// reference to its values, which it
+// may keep a while (SecretsClient).
 type SecretResolver interface {
 	Resolve(ctx context.Context, ref string) (map[string]string, error)
+	// Forget drops what is kept of ref, so the next Resolve asks again.
+	Forget(ref string)
 }
 
 // Activities holds the dependencies of the site's activities. A nil

@@ -118,7 +118,7 @@ func Times(history []*historypb.HistoryEvent) Timing {
 		return t
 	}
 	at := map[int64]time.Time{}
-	since := func(id int64, ev *historypb.HistoryEvent) time.Duration {
+	since := func(id int64, ev *historypb.HistoryEvent) time.Duration { // 0 for id 0
 		if s, ok := at[id]; ok && id != 0 {
 			return ev.GetEventTime().AsTime().Sub(s)
 		}
@@ -126,24 +126,15 @@ func Times(history []*historypb.HistoryEvent) Timing {
 	}
 	for _, ev := range history {
 		at[ev.GetEventId()] = ev.GetEventTime().AsTime()
-		switch {
-		case ev.GetActivityTaskStartedEventAttributes() != nil:
-			t.ActivityWait += since(ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId(), ev)
-		case ev.GetActivityTaskCompletedEventAttributes() != nil:
-			t.InActivities += since(ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId(), ev)
-		case ev.GetActivityTaskFailedEventAttributes() != nil:
-			t.InActivities += since(ev.GetActivityTaskFailedEventAttributes().GetStartedEventId(), ev)
-		case ev.GetActivityTaskTimedOutEventAttributes() != nil:
-			t.InActivities += since(ev.GetActivityTaskTimedOutEventAttributes().GetStartedEventId(), ev)
-		case ev.GetWorkflowTaskStartedEventAttributes() != nil:
-			t.TaskWait += since(ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId(), ev)
-		case ev.GetWorkflowTaskCompletedEventAttributes() != nil:
-			t.InTasks += since(ev.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId(), ev)
-		case ev.GetWorkflowTaskFailedEventAttributes() != nil:
-			t.InTasks += since(ev.GetWorkflowTaskFailedEventAttributes().GetStartedEventId(), ev)
-		case ev.GetWorkflowTaskTimedOutEventAttributes() != nil:
-			t.InTasks += since(ev.GetWorkflowTaskTimedOutEventAttributes().GetStartedEventId(), ev)
-		}
+		// The getters of the attributes an event does not have answer 0.
+		t.ActivityWait += since(ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId(), ev)
+		t.InActivities += since(max(ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId(),
+			ev.GetActivityTaskFailedEventAttributes().GetStartedEventId(),
+			ev.GetActivityTaskTimedOutEventAttributes().GetStartedEventId()), ev)
+		t.TaskWait += since(ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId(), ev)
+		t.InTasks += since(max(ev.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId(),
+			ev.GetWorkflowTaskFailedEventAttributes().GetStartedEventId(),
+			ev.GetWorkflowTaskTimedOutEventAttributes().GetStartedEventId()), ev)
 	}
 	t.Wall = history[len(history)-1].GetEventTime().AsTime().Sub(history[0].GetEventTime().AsTime())
 	return t
