@@ -2,8 +2,9 @@
 // github.com/stmcginnis/gofish, finding the machine's ComputerSystem, mapping power
 // actions to ComputerSystem.Reset types the BMC allows, setting the boot override,
 // reading inventory (with NIC MACs from EthernetInterfaces), and mounting an ISO
-// on the CD/DVD virtual media (media.go). It logs in with a Redfish session per
-// operation, falling back to basic authentication (session.go), and checks the
+// on the CD/DVD virtual media (media.go). It logs in with a Redfish session,
+// kept for the BMC's next operation a short while (KeepSession), falling back
+// to basic authentication (session.go), and checks the
 // BMC's certificate as bmc.TLS says. Every failure is
 // an errs.Error: DRIVER_ERROR naming the BMC and the HTTP status, UNSUPPORTED for
 // what the BMC does not allow, INVALID_INPUT for an address that names no system.
@@ -26,9 +27,10 @@ import (
 type Config struct {
 	Address     bmc.Address     // from bmc.ParseAddress with driver "redfish"
 	Credentials bmc.Credentials // never logged; its TLS says how the BMC's certificate is checked
-	// BasicAuth sends the credentials with every request. Otherwise each
-	// operation logs in through the SessionService and logs out at its end,
-	// falling back to basic authentication on a service without sessions.
+	// BasicAuth sends the credentials with every request. Otherwise an
+	// operation uses the session its BMC's last one kept, or logs in through
+	// the SessionService; the session is logged out after KeepSession unused.
+	// A service without sessions gets basic authentication.
 	BasicAuth bool
 	// Timeout bounds each operation; 60 seconds when zero.
 	Timeout time.Duration
@@ -140,30 +142,46 @@ func transportFor(policy bmc.TLS) (*http.Transport, error) {
 type conn struct {
 	c      *gofish.APIClient
 	cancel context.CancelFunc
-	logout func() // ends the operation's session; nil with basic auth
+	done   func() // keeps the operation's session for the next; nil with basic auth
+	reused bool   // the session was kept from an earlier operation
 }
 
 func (cn *conn) close() {
-	if cn.logout != nil {
-		cn.logout()
+	if cn.done != nil {
+		cn.done()
 	}
 	cn.cancel()
 }
 
-// connect opens a gofish client bound to ctx, for at most timeout, logged in
-// with a session of its own (see session.go) or with basic authentication.
-func (d *Driver) connect(ctx context.Context, op string, timeout time.Duration) (*conn, error) {
+// forget closes cn without keeping its session, which the BMC refused.
+func (cn *conn) forget() {
+	cn.done = nil
+	cn.close()
+}
+
+// connect opens a gofish client bound to ctx, for at most timeout, with the
+// session kept from the BMC's last operation when reuse allows and there is
+// one, else a session of its own (see session.go), else basic
+// authentication.
+func (d *Driver) connect(ctx context.Context, op string, timeout time.Duration, reuse bool) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	cfg := gofish.ClientConfig{Endpoint: d.addr.Endpoint(), HTTPClient: d.http}
-	var logout func()
+	cn := &conn{cancel: cancel}
 	if !d.basic {
-		s, err := d.login(ctx)
-		if err != nil {
-			cancel()
-			return nil, d.fail(op, err)
+		key := d.sessionKey()
+		var s *session
+		if reuse {
+			s = takeSession(key)
+		}
+		if cn.reused = s != nil; s == nil {
+			var err error
+			if s, err = d.login(ctx); err != nil {
+				cancel()
+				return nil, d.fail(op, err)
+			}
 		}
 		if s != nil {
-			cfg.Session, logout = &gofish.Session{ID: s.path, Token: s.token}, func() { d.logout(ctx, s) }
+			cfg.Session, cn.done = &gofish.Session{ID: s.path, Token: s.token}, func() { d.keepSession(ctx, key, s) }
 		}
 	}
 	if cfg.Session == nil {
@@ -171,13 +189,11 @@ func (d *Driver) connect(ctx context.Context, op string, timeout time.Duration) 
 	}
 	c, err := gofish.ConnectContext(ctx, cfg)
 	if err != nil {
-		if logout != nil {
-			logout()
-		}
-		cancel()
+		cn.close()
 		return nil, d.fail(op, err)
 	}
-	return &conn{c: c, cancel: cancel, logout: logout}, nil
+	cn.c = c
+	return cn, nil
 }
 
 // connectSystem connects for one operation (the driver's timeout) and finds
@@ -187,35 +203,43 @@ func (d *Driver) connectSystem(ctx context.Context, op string) (*conn, *redfish.
 }
 
 // connectSystemFor is connectSystem for an operation that may take timeout.
+// The system's read is the operation's first authenticated request: a 401
+// to a kept session means the BMC dropped it (it restarted, or timed it
+// out early), and the operation logs in afresh, once.
 func (d *Driver) connectSystemFor(ctx context.Context, op string, timeout time.Duration) (*conn, *redfish.ComputerSystem, error) {
-	cn, err := d.connect(ctx, op, timeout)
+	cn, err := d.connect(ctx, op, timeout, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	sys, err := d.system(cn, op)
+	if cn.reused && statusOf(err) == http.StatusUnauthorized {
+		d.log.Info("the BMC refused the session kept from its last operation; logging in again")
+		cn.forget()
+		if cn, err = d.connect(ctx, op, timeout, false); err != nil {
+			return nil, nil, err
+		}
+		sys, err = d.system(cn, op)
+	}
 	if err != nil {
 		cn.close()
-		return nil, nil, err
+		return nil, nil, d.fail(op, err)
 	}
 	return cn, sys, nil
 }
 
 // system finds the machine's ComputerSystem: the one the address names, else
-// the only one.
+// the only one. Errors from the BMC come back as gofish gave them.
 func (d *Driver) system(cn *conn, op string) (*redfish.ComputerSystem, error) {
 	if p := d.addr.SystemPath(); p != "" {
 		sys, err := redfish.GetComputerSystem(cn.c, p)
 		if statusOf(err) == http.StatusNotFound {
 			return nil, errs.Invalid("bmc.address", "BMC %s has no system at %s: check the system id in the BMC address", d.addr.HostPort(), p).WithOp(op)
 		}
-		if err != nil {
-			return nil, d.fail(op, err)
-		}
-		return sys, nil
+		return sys, err
 	}
 	systems, err := cn.c.Service.Systems()
 	if err != nil {
-		return nil, d.fail(op, err)
+		return nil, err
 	}
 	if len(systems) != 1 {
 		ids := make([]string, len(systems))

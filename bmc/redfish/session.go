@@ -3,14 +3,17 @@ package redfish
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/stmcginnis/gofish/common"
 )
 
@@ -19,6 +22,112 @@ import (
 type session struct {
 	path  string
 	token string
+}
+
+// KeepSession is how long a session is kept for the next operation on its
+// BMC after one ends: long enough for the commands a workflow sends back to
+// back (set the boot device, then power on), shorter than the 30 seconds
+// Redfish allows as the least SessionTimeout, so a kept session has not
+// expired at the BMC unless the BMC restarted or dropped it. A BMC login
+// takes a second or more on many real BMCs, and each one is a request its
+// slow web service must serve.
+const KeepSession = 20 * time.Second
+
+// sessionKey names the sessions that may be shared: one BMC endpoint, one
+// user and password (by hash: the cache holds no password), one TLS policy,
+// so a session's token only travels over connections checked as the
+// operation that opened it checked its own.
+type sessionKey struct {
+	endpoint, user string
+	password       [sha256.Size]byte
+	tls            bmc.TLS
+}
+
+func (d *Driver) sessionKey() sessionKey {
+	return sessionKey{endpoint: d.addr.Endpoint(), user: d.creds.Username, password: sha256.Sum256([]byte(d.creds.Password)), tls: d.tls}
+}
+
+// keptSession is a session between operations, logged out when it has
+// waited KeepSession unused.
+type keptSession struct {
+	s     *session
+	d     *Driver // whose client logs it out
+	timer *time.Timer
+}
+
+// kept holds at most one idle session per key. An operation takes its key's
+// session out (so no two operations share one at once) and puts it back at
+// its end; the site's BMC gate holds one conversation per BMC at a time, so
+// one session per BMC serves all of a site agent's commands.
+var kept = struct {
+	mu sync.Mutex
+	m  map[sessionKey]*keptSession
+}{m: map[sessionKey]*keptSession{}}
+
+// takeSession returns the kept session of key, if any, for the caller's
+// use alone.
+func takeSession(key sessionKey) *session {
+	kept.mu.Lock()
+	defer kept.mu.Unlock()
+	ks := kept.m[key]
+	if ks == nil {
+		return nil
+	}
+	delete(kept.m, key)
+	ks.timer.Stop() // if it fired, its logout finds another session (or none) under the key and leaves
+	return ks.s
+}
+
+// keepSession puts s back for the next operation on its BMC, or logs it
+// out when another is kept already.
+func (d *Driver) keepSession(ctx context.Context, key sessionKey, s *session) {
+	kept.mu.Lock()
+	if kept.m[key] != nil {
+		kept.mu.Unlock()
+		d.logout(ctx, s)
+		return
+	}
+	ks := &keptSession{s: s, d: d}
+	ks.timer = time.AfterFunc(KeepSession, func() { ks.expire(key) })
+	kept.m[key] = ks
+	kept.mu.Unlock()
+}
+
+// expire logs the session out if it is still the one kept under key.
+func (ks *keptSession) expire(key sessionKey) {
+	kept.mu.Lock()
+	mine := kept.m[key] == ks
+	if mine {
+		delete(kept.m, key)
+	}
+	kept.mu.Unlock()
+	if mine {
+		ks.d.logout(context.Background(), ks.s)
+	}
+}
+
+// LogoutAll logs out every session kept between operations, waiting up to
+// ctx for the BMCs' answers: for a process about to stop, so it leaves
+// none of a BMC's few session slots taken until its timeout.
+func LogoutAll(ctx context.Context) {
+	kept.mu.Lock()
+	all := kept.m
+	kept.m = map[sessionKey]*keptSession{}
+	kept.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, ks := range all {
+		ks.timer.Stop()
+		wg.Go(func() { ks.d.logout(ctx, ks.s) })
+	}
+	wg.Wait()
+}
+
+// Logout logs out the session kept for the driver's BMC (its user,
+// password and TLS policy), if there is one, waiting up to ctx.
+func (d *Driver) Logout(ctx context.Context) {
+	if s := takeSession(d.sessionKey()); s != nil {
+		d.logout(ctx, s)
+	}
 }
 
 // maxAnswer bounds what the driver reads of a login answer.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -104,6 +105,12 @@ func app() *cli.App {
 						return err
 					}
 					defer tracing.Stop(stop, log)
+					// The Redfish sessions kept between commands are logged out on the way out.
+					defer func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						defer cancel()
+						redfish.LogoutAll(ctx)
+					}()
 					return siteagent.Run(c.Context, siteagent.Config{ControlPlaneURL: c.String("control-plane"),
 						CAFile: c.String("ca-file"), TokenFile: c.String("token-file"), DataDir: c.String("data-dir"),
 						BootListen: c.String("boot-listen"), RelayListen: c.String("relay-listen"),

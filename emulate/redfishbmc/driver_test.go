@@ -24,7 +24,10 @@ func driver(t *testing.T, b *BMC, user, pass string, session bool) *bmcredfish.D
 	if err != nil {
 		t.Fatalf("redfish.New() = %v", err)
 	}
-	t.Cleanup(func() { _ = d.Close() })
+	t.Cleanup(func() {
+		d.Logout(context.Background())
+		_ = d.Close()
+	})
 	return d
 }
 
@@ -135,8 +138,12 @@ func TestDriverBootOverride(t *testing.T) {
 				t.Errorf("OnBoot with a Continuous cd override = %q, want cd", got)
 			}
 		}
+		if st := b.State(); st.Sessions != 1 || st.Logins != 1 {
+			t.Errorf("State() sessions, logins = %d, %d, want 1, 1 (one session, kept between operations)", st.Sessions, st.Logins)
+		}
+		d.Logout(ctx)
 		if st := b.State(); st.Sessions != 0 {
-			t.Errorf("State().Sessions = %d, want 0 (the driver logs out)", st.Sessions)
+			t.Errorf("State().Sessions after Logout = %d, want 0", st.Sessions)
 		}
 	})
 }

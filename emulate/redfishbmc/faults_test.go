@@ -97,17 +97,16 @@ func TestDriver500s(t *testing.T) {
 			}
 			wantIn(t, "a call to a BMC answering 500", err, hostOf(b), "HTTP 500")
 		}
-		if st := b.State(); st.Power != bmc.On || st.Sessions != 0 || st.Logins != 1 {
-			t.Errorf("State() power, sessions, logins = %s, %d, %d, want on, 0, 1", st.Power, st.Sessions, st.Logins)
+		if st := b.State(); st.Power != bmc.On || st.Sessions != 1 || st.Logins != 1 {
+			t.Errorf("State() power, sessions, logins = %s, %d, %d, want on, 1, 1 (one session, kept)", st.Power, st.Sessions, st.Logins)
 		}
 	})
 }
 
 // TestDriverSlowBMCIsBounded: against a BMC that takes 500 ms to answer
 // each request, a call given 1.2 s returns within it (DRIVER_ERROR, "did
-// not answer in time"), and the session it opened is still logged out,
-// after the call returned. Before, the logout held the call 500 ms past its
-// context.
+// not answer in time"), and the session it opened is kept, and logged out
+// by Logout. Before, the logout held the call 500 ms past its context.
 func TestDriverSlowBMCIsBounded(t *testing.T) {
 	t.Parallel()
 	eachTree(t, func(t *testing.T, mockup string) {
@@ -130,7 +129,11 @@ func TestDriverSlowBMCIsBounded(t *testing.T) {
 				t.Errorf("SetPower(%s) given %v returned after %v, want within its context (+200ms)", action, budget, took)
 			}
 		}
-		waitFor(t, "the sessions of the timed-out calls logged out", func() bool { return b.State().Sessions == 0 })
+		if st := b.State(); st.Sessions != 1 || st.Logins != 1 {
+			t.Errorf("State() sessions, logins after the timed-out calls = %d, %d, want 1, 1 (one session, kept)", st.Sessions, st.Logins)
+		}
+		d.Logout(context.Background())
+		waitFor(t, "the session of the timed-out calls logged out", func() bool { return b.State().Sessions == 0 })
 	})
 }
 
@@ -186,8 +189,9 @@ func TestDriverSessionLimit(t *testing.T) {
 		if _, err := d.SetPower(ctx, bmc.PowerOn); err != nil {
 			t.Fatalf("SetPower(on) once the session is free = %v, want nil", err)
 		}
+		d.Logout(ctx)
 		if st := b.State(); st.Power != bmc.On || st.Sessions != 0 {
-			t.Errorf("State() power, sessions = %s, %d, want on, 0", st.Power, st.Sessions)
+			t.Errorf("State() power, sessions after Logout = %s, %d, want on, 0", st.Power, st.Sessions)
 		}
 	})
 }

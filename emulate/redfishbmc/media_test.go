@@ -62,6 +62,7 @@ func TestDriverMedia(t *testing.T) {
 		if n := count(b.State().Calls, "media:eject"); n != count(calls, "media:eject")+1 {
 			t.Errorf("State().Calls = %v, want one more eject (the second EjectMedia finds the drive empty)", b.State().Calls)
 		}
+		d.Logout(ctx)
 		if st := b.State(); st.Sessions != 0 || st.Logins == 0 {
 			t.Errorf("State() sessions open, logins = %d, %d, want 0 open and the driver logged in", st.Sessions, st.Logins)
 		}

@@ -9,8 +9,9 @@ import (
 )
 
 // TestDriverSessions: by default the driver logs in through the
-// SessionService for each operation and DELETEs the session at its end; a
-// BMC without sessions is driven with basic authentication.
+// SessionService once and keeps the session for the BMC's next operation,
+// until Logout DELETEs it; a BMC without sessions is driven with basic
+// authentication.
 func TestDriverSessions(t *testing.T) {
 	t.Parallel()
 	eachTree(t, func(t *testing.T, mockup string) {
@@ -25,13 +26,17 @@ func TestDriverSessions(t *testing.T) {
 				t.Fatalf("Inspect(), no sessions %t = %v", noSessions, err)
 			}
 			st := b.State()
-			wantLogins := 2
+			want := 1
 			if noSessions {
-				wantLogins = 0
+				want = 0
 			}
-			if st.Logins != wantLogins || st.Sessions != 0 || st.Power != bmc.On {
-				t.Errorf("State() logins, open sessions, power = %d, %d, %s (no sessions %t), want %d, 0, on",
-					st.Logins, st.Sessions, st.Power, noSessions, wantLogins)
+			if st.Logins != want || st.Sessions != want || st.Power != bmc.On {
+				t.Errorf("State() logins, open sessions, power = %d, %d, %s (no sessions %t), want %d, %d, on",
+					st.Logins, st.Sessions, st.Power, noSessions, want, want)
+			}
+			d.Logout(ctx)
+			if st := b.State(); st.Sessions != 0 {
+				t.Errorf("State().Sessions after Logout = %d (no sessions %t), want 0", st.Sessions, noSessions)
 			}
 		}
 	})
@@ -48,5 +53,33 @@ func TestDriverSessionWrongPassword(t *testing.T) {
 	}
 	if st := b.State(); st.FailedLogins != 1 || st.Logins != 0 {
 		t.Errorf("State() failed, accepted logins = %d, %d, want 1, 0", st.FailedLogins, st.Logins)
+	}
+}
+
+// TestDriverSessionKeptIsChecked: a kept session the BMC dropped (it
+// restarted, or its timeout passed) costs one fresh login, not a failed
+// operation; and a driver with other credentials never rides the session
+// kept for the right ones.
+func TestDriverSessionKeptIsChecked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := start(t, Config{})
+	d := driver(t, b, testUser, testPass, true)
+	if _, err := d.SetPower(ctx, bmc.PowerOn); err != nil {
+		t.Fatalf("SetPower(on) = %v", err)
+	}
+	b.ExpireSessions()
+	if _, err := d.SetPower(ctx, bmc.PowerOff); err != nil {
+		t.Fatalf("SetPower(off) after the BMC dropped the kept session = %v, want nil", err)
+	}
+	if st := b.State(); st.Logins != 2 || st.FailedLogins != 0 || st.Sessions != 1 || st.Power != bmc.Off {
+		t.Errorf("State() logins, failed, open, power = %d, %d, %d, %s, want 2, 0, 1, off", st.Logins, st.FailedLogins, st.Sessions, st.Power)
+	}
+	wrong := driver(t, b, testUser, "not-the-password", true)
+	if _, err := wrong.SetPower(ctx, bmc.PowerOn); !errs.Is(err, errs.Unauthenticated) {
+		t.Errorf("SetPower(on) with a wrong password beside a kept session = %v, want UNAUTHENTICATED", err)
+	}
+	if st := b.State(); st.FailedLogins != 1 || st.Power != bmc.Off {
+		t.Errorf("State() failed logins, power = %d, %s, want 1, off", st.FailedLogins, st.Power)
 	}
 }

@@ -26,3 +26,11 @@ func (b *BMC) countLogin(ok bool) {
 		b.logins[1]++
 	}
 }
+
+// ExpireSessions ends every open session, as a BMC does when it restarts
+// or its SessionTimeout passes: their tokens are refused from then on.
+func (b *BMC) ExpireSessions() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	clear(b.sessions)
+}

@@ -62,6 +62,7 @@ func TestDriverTLS(t *testing.T) {
 			t.Fatalf("New(%s) = %v", tt.name, err)
 		}
 		_, err = d.PowerState(context.Background())
+		d.Logout(context.Background())
 		_ = d.Close()
 		if tt.want == nil {
 			if err != nil {
