@@ -116,4 +116,6 @@ END {
 	print "         included; cpu/ours: the ratio, steadier than cl/ours when other work shares the machine"
 	print "pg-xact  PostgreSQL transactions a loop, every database"
 }' "$out"
+# Where each side's activities ran longest (demo/bench_test.go, byType).
+grep -h 'activities running' "$out" | sed -e 's/^ *[a-z_]*\.go:[0-9]*: //' -e 's/^BenchmarkFleet\///' || true
 rm -f "$out"

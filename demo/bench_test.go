@@ -3,6 +3,7 @@
 package demo_test
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -630,7 +631,22 @@ func reportFleet(b *testing.B, prefix string, st runStats, elapsed, cpu time.Dur
 	b.ReportMetric(quantile(st.loopWalls, 0.50).Seconds(), prefix+"s-p50/loop")
 	b.ReportMetric(quantile(st.loopWalls, 0.99).Seconds(), prefix+"s-p99/loop")
 	b.ReportMetric(float64(st.offPlan), prefix+"off-plan-runs")
+	who := strings.TrimSuffix(cmp.Or(prefix, "ours-"), "-")
+	b.Logf("%s %s: activities running, mean ms (runs a loop): %s", b.Name(), who, byType(st.time.ByType, st.loops))
 	return res
+}
+
+// byType lists each activity type's mean running time and runs a loop,
+// the longest in all first.
+func byType(m map[string]bare.Running, loops int) string {
+	types := slices.Collect(maps.Keys(m))
+	slices.SortFunc(types, func(a, b string) int { return cmp.Compare(m[b].Took, m[a].Took) })
+	var parts []string
+	for _, t := range types {
+		r := m[t]
+		parts = append(parts, fmt.Sprintf("%s %.2f (%.0f)", t, float64(r.Took.Microseconds())/1000/float64(r.N), float64(r.N)/float64(loops)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // quantile is the q-quantile of ds (nearest rank); 0 for none.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
@@ -176,6 +177,8 @@ func TestTimes(t *testing.T) {
 			e.Attributes = &historypb.HistoryEvent_WorkflowTaskStartedEventAttributes{WorkflowTaskStartedEventAttributes: a}
 		case *historypb.WorkflowTaskCompletedEventAttributes:
 			e.Attributes = &historypb.HistoryEvent_WorkflowTaskCompletedEventAttributes{WorkflowTaskCompletedEventAttributes: a}
+		case *historypb.ActivityTaskScheduledEventAttributes:
+			e.Attributes = &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: a}
 		case *historypb.ActivityTaskStartedEventAttributes:
 			e.Attributes = &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{ActivityTaskStartedEventAttributes: a}
 		case *historypb.ActivityTaskCompletedEventAttributes:
@@ -197,17 +200,18 @@ func TestTimes(t *testing.T) {
 			ev(2, 10, nil), // workflow task scheduled
 			ev(3, 40, &historypb.WorkflowTaskStartedEventAttributes{ScheduledEventId: 2}),
 			ev(4, 140, &historypb.WorkflowTaskCompletedEventAttributes{StartedEventId: 3}),
-			ev(5, 1000, nil), // activity scheduled
+			ev(5, 1000, &historypb.ActivityTaskScheduledEventAttributes{ActivityType: &commonpb.ActivityType{Name: "power.setPower"}}),
 			ev(6, 2000, &historypb.ActivityTaskStartedEventAttributes{ScheduledEventId: 5}),
 			ev(7, 5000, &historypb.ActivityTaskCompletedEventAttributes{StartedEventId: 6}),
-			ev(10, 5800, nil),
+			ev(10, 5800, &historypb.ActivityTaskScheduledEventAttributes{ActivityType: &commonpb.ActivityType{Name: "disk.wipe"}}),
 			ev(11, 6000, &historypb.ActivityTaskStartedEventAttributes{ScheduledEventId: 10}),
 			ev(12, 6500, &historypb.ActivityTaskFailedEventAttributes{StartedEventId: 11}),
 			ev(20, 10000, nil),
-		}, Timing{Wall: ms(10000), InActivities: ms(3500), ActivityWait: ms(1200), InTasks: ms(100), TaskWait: ms(30)}},
+		}, Timing{Wall: ms(10000), InActivities: ms(3500), ActivityWait: ms(1200), InTasks: ms(100), TaskWait: ms(30),
+			ByType: map[string]Running{"power.setPower": {1, ms(3000)}, "disk.wipe": {1, ms(500)}}}},
 	} {
-		if got := Times(tc.history); got != tc.want {
-			t.Errorf("Times(%s) = %+v; want %+v", tc.name, got, tc.want)
+		if diff := cmp.Diff(tc.want, Times(tc.history)); diff != "" {
+			t.Errorf("Times(%s) (-want +got):\n%s", tc.name, diff)
 		}
 	}
 }

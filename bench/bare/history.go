@@ -100,6 +100,15 @@ type Timing struct {
 	// completed: the workflow's code and its local activities; TaskWait
 	// how long they waited for a worker, from scheduled to started.
 	InTasks, TaskWait time.Duration
+	// ByType splits InActivities by activity type.
+	ByType map[string]Running
+}
+
+// Running is how many activities of a type ran to an end and for how long
+// in all (of a retried one, its last attempt).
+type Running struct {
+	N    int
+	Took time.Duration
 }
 
 // Add adds o's durations to t's.
@@ -109,6 +118,17 @@ func (t *Timing) Add(o Timing) {
 	t.ActivityWait += o.ActivityWait
 	t.InTasks += o.InTasks
 	t.TaskWait += o.TaskWait
+	for typ, r := range o.ByType {
+		t.ran(typ, r)
+	}
+}
+
+func (t *Timing) ran(typ string, r Running) {
+	if t.ByType == nil {
+		t.ByType = map[string]Running{}
+	}
+	sum := t.ByType[typ]
+	t.ByType[typ] = Running{N: sum.N + r.N, Took: sum.Took + r.Took}
 }
 
 // Times reads from a workflow's history where its time went (Timing).
@@ -118,6 +138,8 @@ func Times(history []*historypb.HistoryEvent) Timing {
 		return t
 	}
 	at := map[int64]time.Time{}
+	// an activity's type by its scheduled and started event ids
+	typeOf := map[int64]string{}
 	since := func(id int64, ev *historypb.HistoryEvent) time.Duration { // 0 for id 0
 		if s, ok := at[id]; ok && id != 0 {
 			return ev.GetEventTime().AsTime().Sub(s)
@@ -126,11 +148,21 @@ func Times(history []*historypb.HistoryEvent) Timing {
 	}
 	for _, ev := range history {
 		at[ev.GetEventId()] = ev.GetEventTime().AsTime()
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			typeOf[ev.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			typeOf[ev.GetEventId()] = typeOf[a.GetScheduledEventId()]
+		}
 		// The getters of the attributes an event does not have answer 0.
 		t.ActivityWait += since(ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId(), ev)
-		t.InActivities += since(max(ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId(),
+		started := max(ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId(),
 			ev.GetActivityTaskFailedEventAttributes().GetStartedEventId(),
-			ev.GetActivityTaskTimedOutEventAttributes().GetStartedEventId()), ev)
+			ev.GetActivityTaskTimedOutEventAttributes().GetStartedEventId())
+		if ran := since(started, ev); started != 0 {
+			t.InActivities += ran
+			t.ran(typeOf[started], Running{N: 1, Took: ran})
+		}
 		t.TaskWait += since(ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId(), ev)
 		t.InTasks += since(max(ev.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId(),
 			ev.GetWorkflowTaskFailedEventAttributes().GetStartedEventId(),
