@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/emulate/redfishbmc"
 )
 
@@ -42,5 +43,27 @@ func TestCallsShareAConnection(t *testing.T) {
 	}
 	if got := ln.accepted.Load(); got != 1 {
 		t.Errorf("the BMC accepted %d connections for 3 calls, want 1", got)
+	}
+}
+
+// TestPowerRequests: a power action with the session kept from the BMC's
+// last operation is four requests: the service root, the system (whose
+// state is the action's first read), the Reset and the read confirming it.
+// It was eight: a login (the service root, a POST) and a logout besides,
+// and the system read twice.
+func TestPowerRequests(t *testing.T) {
+	t.Parallel()
+	b := serveBMC(t, redfishbmc.Config{Username: "admin", Password: "s3cret"}, listen(t))
+	d := newDriver(t, b.SystemURL(), "s3cret")
+	t.Cleanup(func() { d.Logout(context.Background()) })
+	if _, err := d.PowerState(context.Background()); err != nil {
+		t.Fatalf("PowerState() = %v", err)
+	}
+	before := b.State().Requests
+	if _, err := d.SetPower(context.Background(), bmc.PowerOn); err != nil {
+		t.Fatalf("SetPower(on) = %v", err)
+	}
+	if got := b.State().Requests - before; got != 4 {
+		t.Errorf("SetPower(on) on a machine off took %d requests, want 4", got)
 	}
 }

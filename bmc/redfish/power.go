@@ -27,7 +27,12 @@ func (d *Driver) SetPower(ctx context.Context, action bmc.PowerAction) (bmc.Powe
 		return bmc.PowerResult{}, err
 	}
 	defer cn.close()
+	fresh := sys // read just now, to find the system: its state is the first read's
 	t := d.confirm.Track(d.addr.HostPort(), func(context.Context) (bmc.PowerState, error) {
+		if s := fresh; s != nil {
+			fresh = nil
+			return d.powerOf(s, op)
+		}
 		return d.readPower(cn, sys.ODataID, op)
 	})
 	st, err := t.Settled(ctx)
@@ -62,13 +67,18 @@ func after(rt redfish.ResetType) bmc.PowerState {
 	return bmc.On // On, ForceOn, the restarts, PowerCycle and Nmi (which needs the machine on)
 }
 
-// readPower reads the system's PowerState afresh: On or Off, the Redfish
-// word while it is in transition.
+// readPower reads the system's PowerState afresh (powerOf).
 func (d *Driver) readPower(cn *conn, path, op string) (bmc.PowerState, error) {
 	sys, err := redfish.GetComputerSystem(cn.c, path)
 	if err != nil {
 		return "", d.fail(op, err)
 	}
+	return d.powerOf(sys, op)
+}
+
+// powerOf is sys's PowerState: On or Off, the Redfish word while it is in
+// transition.
+func (d *Driver) powerOf(sys *redfish.ComputerSystem, op string) (bmc.PowerState, error) {
 	switch sys.PowerState {
 	case redfish.PoweringOnPowerState, redfish.PoweringOffPowerState:
 		return bmc.PowerState(sys.PowerState), nil

@@ -20,6 +20,9 @@ const maxBody = 64 << 10
 // ServeHTTP answers Redfish requests.
 func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := trimSlash(r.URL.Path)
+	b.mu.Lock()
+	b.requests++
+	b.mu.Unlock()
 	w.Header().Set("OData-Version", "4.0")
 	if b.fault(w, r) {
 		return

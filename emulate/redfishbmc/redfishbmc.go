@@ -89,6 +89,7 @@ type BMC struct {
 	media    map[string]*drive  // virtual media drives by path (media.go)
 	logins   [2]int             // session logins accepted, refused
 	limited  int                // session logins refused for the session limit
+	requests int                // HTTP requests served
 	faults   Faults             // faults.go
 	pending  []pendingPower     // power changes waiting for a read (Faults.PowerOnRead)
 	srv      *http.Server
@@ -108,6 +109,7 @@ type State struct {
 	Logins         int            // session logins accepted
 	FailedLogins   int            // session logins refused (wrong credentials)
 	SessionLimited int            // session logins refused because Faults.SessionLimit sessions were open
+	Requests       int            // HTTP requests served, of any kind
 	// Calls are the requests that changed the machine, as they arrived over
 	// Redfish and were accepted, in order: "power:<ResetType>",
 	// "boot:<Target>/<Enabled>" ("-" for a field the PATCH left out, and
@@ -250,7 +252,7 @@ func (b *BMC) State() State {
 	return State{
 		Power: b.m.power, BootTarget: b.m.bootTarget, BootEnabled: b.m.bootEnabled, BootMode: b.m.bootMode,
 		Boots: b.m.boots, LastBootDevice: b.m.lastBoot, Resets: resets, Sessions: len(b.sessions),
-		Logins: b.logins[0], FailedLogins: b.logins[1], SessionLimited: b.limited,
+		Logins: b.logins[0], FailedLogins: b.logins[1], SessionLimited: b.limited, Requests: b.requests,
 		Calls: append([]string(nil), b.m.calls...),
 	}
 }
