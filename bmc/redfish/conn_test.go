@@ -67,3 +67,26 @@ func TestPowerRequests(t *testing.T) {
 		t.Errorf("SetPower(on) on a machine off took %d requests, want 4", got)
 	}
 }
+
+// TestLogoutAll: the sessions kept for every BMC are logged out at once,
+// as bcd site does when it stops. Not parallel: LogoutAll ends the
+// sessions other tests keep.
+func TestLogoutAll(t *testing.T) {
+	var bmcs []*redfishbmc.BMC
+	for range 2 {
+		b := serveBMC(t, redfishbmc.Config{Username: "admin", Password: "s3cret"}, listen(t))
+		if _, err := newDriver(t, b.SystemURL(), "s3cret").PowerState(context.Background()); err != nil {
+			t.Fatalf("PowerState() = %v", err)
+		}
+		if st := b.State(); st.Sessions != 1 {
+			t.Fatalf("sessions open after an operation = %d, want 1 (kept)", st.Sessions)
+		}
+		bmcs = append(bmcs, b)
+	}
+	LogoutAll(context.Background())
+	for i, b := range bmcs {
+		if st := b.State(); st.Sessions != 0 || st.Logins != 1 {
+			t.Errorf("BMC %d: sessions open, logins after LogoutAll = %d, %d, want 0, 1", i, st.Sessions, st.Logins)
+		}
+	}
+}
