@@ -138,7 +138,7 @@ func Times(history []*historypb.HistoryEvent) Timing {
 		return t
 	}
 	at := map[int64]time.Time{}
-	// an activity's type by its scheduled and started event ids
+	// An activity's type, by its scheduled and its started event id.
 	typeOf := map[int64]string{}
 	since := func(id int64, ev *historypb.HistoryEvent) time.Duration { // 0 for id 0
 		if s, ok := at[id]; ok && id != 0 {

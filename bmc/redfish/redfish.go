@@ -173,7 +173,8 @@ func (d *Driver) connect(ctx context.Context, op string, timeout time.Duration, 
 		if reuse {
 			s = takeSession(key)
 		}
-		if cn.reused = s != nil; s == nil {
+		cn.reused = s != nil
+		if s == nil {
 			var err error
 			if s, err = d.login(ctx); err != nil {
 				cancel()
