@@ -159,7 +159,8 @@ func Times(history []*historypb.HistoryEvent) Timing {
 		started := max(ev.GetActivityTaskCompletedEventAttributes().GetStartedEventId(),
 			ev.GetActivityTaskFailedEventAttributes().GetStartedEventId(),
 			ev.GetActivityTaskTimedOutEventAttributes().GetStartedEventId())
-		if ran := since(started, ev); started != 0 {
+		if started != 0 {
+			ran := since(started, ev)
 			t.InActivities += ran
 			t.ran(typeOf[started], Running{N: 1, Took: ran})
 		}

@@ -49,6 +49,7 @@ type Driver struct {
 	timeout time.Duration
 	confirm bmc.Confirm
 	tls     bmc.TLS
+	key     sessionKey // the sessions this driver may use (session.go)
 	http    *http.Client
 	log     *slog.Logger
 }
@@ -85,6 +86,7 @@ func New(cfg Config) (*Driver, error) {
 	return &Driver{
 		addr: cfg.Address, creds: cfg.Credentials, basic: cfg.BasicAuth, tls: cfg.Credentials.TLS, timeout: cfg.Timeout, confirm: cfg.Confirm,
 		http: &http.Client{Transport: keepAlive{tr}}, log: cfg.Logger.With("bmc", cfg.Address.HostPort(), "driver", "redfish"),
+		key: sessionKeyOf(cfg.Address, cfg.Credentials),
 	}, nil
 }
 
@@ -168,10 +170,9 @@ func (d *Driver) connect(ctx context.Context, op string, timeout time.Duration, 
 	cfg := gofish.ClientConfig{Endpoint: d.addr.Endpoint(), HTTPClient: d.http}
 	cn := &conn{cancel: cancel}
 	if !d.basic {
-		key := d.sessionKey()
 		var s *session
 		if reuse {
-			s = takeSession(key)
+			s = takeSession(d.key)
 		}
 		cn.reused = s != nil
 		if s == nil {
@@ -182,7 +183,7 @@ func (d *Driver) connect(ctx context.Context, op string, timeout time.Duration, 
 			}
 		}
 		if s != nil {
-			cfg.Session, cn.done = &gofish.Session{ID: s.path, Token: s.token}, func() { d.keepSession(ctx, key, s) }
+			cfg.Session, cn.done = &gofish.Session{ID: s.path, Token: s.token}, func() { d.keepSession(ctx, s) }
 		}
 	}
 	if cfg.Session == nil {

@@ -43,8 +43,8 @@ type sessionKey struct {
 	tls            bmc.TLS
 }
 
-func (d *Driver) sessionKey() sessionKey {
-	return sessionKey{endpoint: d.addr.Endpoint(), user: d.creds.Username, password: sha256.Sum256([]byte(d.creds.Password)), tls: d.tls}
+func sessionKeyOf(addr bmc.Address, creds bmc.Credentials) sessionKey {
+	return sessionKey{endpoint: addr.Endpoint(), user: creds.Username, password: sha256.Sum256([]byte(creds.Password)), tls: creds.TLS}
 }
 
 // keptSession is a session between operations, logged out when it has
@@ -80,16 +80,16 @@ func takeSession(key sessionKey) *session {
 
 // keepSession puts s back for the next operation on its BMC, or logs it
 // out when another is kept already.
-func (d *Driver) keepSession(ctx context.Context, key sessionKey, s *session) {
+func (d *Driver) keepSession(ctx context.Context, s *session) {
 	kept.mu.Lock()
-	if kept.m[key] != nil {
+	if kept.m[d.key] != nil {
 		kept.mu.Unlock()
 		d.logout(ctx, s)
 		return
 	}
 	ks := &keptSession{s: s, d: d}
-	ks.timer = time.AfterFunc(KeepSession, func() { ks.expire(key) })
-	kept.m[key] = ks
+	ks.timer = time.AfterFunc(KeepSession, func() { ks.expire(d.key) })
+	kept.m[d.key] = ks
 	kept.mu.Unlock()
 }
 
@@ -125,7 +125,7 @@ func LogoutAll(ctx context.Context) {
 // Logout logs out the session kept for the driver's BMC (its user,
 // password and TLS policy), if there is one, waiting up to ctx.
 func (d *Driver) Logout(ctx context.Context) {
-	if s := takeSession(d.sessionKey()); s != nil {
+	if s := takeSession(d.key); s != nil {
 		d.logout(ctx, s)
 	}
 }
