@@ -7,16 +7,22 @@ package ipmibmc
 // as real machines do. A power-on or reset appends the boot device to
 // boots, which the BMC's watcher turns into the machine's boot (watch.go).
 // ipmi_sim does not tell it when a boot-once override is consumed, so a
-// machine boots from the device last set until another is set.
+// machine boots from the device last set until another is set. power and
+// boot are replaced by rename, never rewritten in place: ipmi_sim reads
+// them through this script while a late change lands, and a read between
+// truncate and write would find them empty.
 const chassisScript = `#!/bin/sh
 dir=$(dirname "$0")
 shift # the MC address
 op=$1; shift
 delay=$(cat "$dir/delay" 2>/dev/null || echo 0)
+put() { # put FILE VALUE: replace the file whole
+	t=$(mktemp "$dir/.$1.XXXXXX") && echo "$2" > "$t" && mv -f "$t" "$dir/$1"
+}
 power() { # power VALUE: now or after the delay, in the background
 	if [ "$1" = 1 ] && [ "$(cat "$dir/power")" = 0 ]; then cat "$dir/boot" >> "$dir/boots"; fi
-	if [ "$delay" = 0 ]; then echo "$1" > "$dir/power"; return; fi
-	( sleep "$delay"; echo "$1" > "$dir/power" ) >/dev/null 2>&1 &
+	if [ "$delay" = 0 ]; then put power "$1"; return; fi
+	( sleep "$delay"; put power "$1" ) >/dev/null 2>&1 &
 }
 case $op in
 get)
@@ -34,7 +40,7 @@ set)
 		power) power "$2" ;;
 		shutdown) power 0 ;;
 		reset) cat "$dir/boot" >> "$dir/boots" ;;
-		boot) echo "$2" > "$dir/boot" ;;
+		boot) put boot "$2" ;;
 		*) echo "unknown parameter $1"; exit 1 ;;
 		esac
 		shift 2

@@ -1,8 +1,12 @@
 package ipmibmc
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,4 +102,50 @@ func TestGUIDOf(t *testing.T) {
 	if got, err := guidOf("4c4c4544-0042-3410-8057-b4c04f4d3332"); got != "44454c4c420010348057b4c04f4d3332" || err != nil {
 		t.Errorf("guidOf() = %q, %v, want 44454c4c420010348057b4c04f4d3332", got, err)
 	}
+}
+
+// TestChassisScriptReadsAreWhole: ipmi_sim reads the power and boot device
+// through the chassis script while sets land; every read is a whole value.
+// A script that rewrote its files in place let a read see the file empty
+// between truncate and write, and ipmi_sim answered completion code 0xff
+// to Get Chassis Status.
+func TestChassisScriptReadsAreWhole(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, content := range map[string]string{"power": "0\n", "boot": "none\n", "chassis": chassisScript} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := filepath.Join(dir, "chassis")
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	for r := 0; r < 3; r++ {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				out, err := exec.Command(script, "0x20", "get", "power", "boot").CombinedOutput()
+				lines := strings.Fields(string(out))
+				if err != nil || len(lines) != 2 || (lines[0] != "power:0" && lines[0] != "power:1") || (lines[1] != "boot:pxe" && lines[1] != "boot:none") {
+					t.Errorf("get power boot = %q, %v while sets land, want power:0 or 1 and boot:pxe or none", out, err)
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 50; i++ {
+		dev := []string{"pxe", "none"}[i%2]
+		if out, err := exec.Command(script, "0x20", "set", "power", strconv.Itoa(i%2), "boot", dev).CombinedOutput(); err != nil {
+			t.Errorf("set: %v: %s", err, out)
+			break
+		}
+	}
+	close(done)
+	readers.Wait()
 }
