@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -30,8 +31,13 @@ func (h Host) Kexec(ctx context.Context, kernel, initrd, cmdline string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	kb, err := os.ReadFile(kernel)
+	kf, err := os.Open(kernel)
 	if err != nil {
+		return errs.Wrap(errs.DriverError, err, "kexec: read kernel")
+	}
+	defer kf.Close()
+	sum := sha256.New()
+	if _, err := io.CopyBuffer(sum, kf, make([]byte, 64<<10)); err != nil {
 		return errs.Wrap(errs.DriverError, err, "kexec: read kernel")
 	}
 	if initrd != "" {
@@ -39,8 +45,7 @@ func (h Host) Kexec(ctx context.Context, kernel, initrd, cmdline string) error {
 			return errs.Wrap(errs.DriverError, err, "kexec: open initrd")
 		}
 	}
-	sum := sha256.Sum256(kb)
-	rec := KexecRecord{Kernel: kernel, KernelSHA256: hex.EncodeToString(sum[:]), Initrd: initrd,
+	rec := KexecRecord{Kernel: kernel, KernelSHA256: hex.EncodeToString(sum.Sum(nil)), Initrd: initrd,
 		Cmdline: cmdline, At: time.Now().UTC()}
 	b, _ := json.MarshalIndent(rec, "", "  ")
 	if err := os.WriteFile(filepath.Join(h.Dir, "kexec.json"), append(b, '\n'), 0o600); err != nil {
