@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
 	"github.com/ulikunitz/xz"
 
 	"golang.org/x/sys/unix"
@@ -167,13 +166,17 @@ func writeImage(ctx context.Context, src io.Reader, h hash.Hash, spec ImageSpec,
 		zeros: make([]byte, zeroCmp)}
 	w.res = ImageResult{Disk: name, Started: time.Now().UTC()}
 	counted := &countingReader{r: src, h: h}
-	dec, closeDec, err := decompressor(bufio.NewReaderSize(counted, 1<<20), spec.Compression)
+	buffered := streamBuf(counted)
+	dec, closeDec, err := decompressor(buffered, spec.Compression)
 	if err != nil {
 		return ImageResult{}, err
 	}
 	if err := w.copyBlocks(ctx, dec, closeDec); err != nil {
 		return ImageResult{}, err
 	}
+	// Every block was taken: the decompressor reads no more of buffered.
+	buffered.Reset(nil)
+	streamBufs.put(buffered)
 	if _, err := io.Copy(io.Discard, counted); err != nil { // the digest covers the whole stream as served
 		return ImageResult{}, errs.Wrap(errs.DriverError, err, "read the rest of the image stream")
 	}
@@ -349,7 +352,7 @@ func decompressor(r io.Reader, compression string) (io.Reader, func(), error) {
 		// copies instead of expanding byte by byte, and long runs of them do
 		// not reach it at all when the reader of the image takes them as a
 		// count (zstdImage.cutZerosTo).
-		z, err := newZstdImage(r, zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(1<<31), zstd.IgnoreChecksum(true))
+		z, err := newZstdImage(r)
 		if err != nil {
 			return nil, nil, errs.Wrap(errs.DriverError, err, "image stream is not zstd")
 		}
@@ -362,6 +365,19 @@ func decompressor(r io.Reader, compression string) (io.Reader, func(), error) {
 		return x, func() {}, nil
 	}
 	return nil, nil, errs.Invalid("image.compression", "unknown compression %q", compression)
+}
+
+// streamBufs keeps the 1 MiB read buffers of image streams between image
+// writes (see spares). A write that failed may leave its decompressor
+// reading for a while: its buffer is not kept.
+var streamBufs = make(spares[*bufio.Reader], 2)
+
+func streamBuf(r io.Reader) *bufio.Reader {
+	if b, ok := streamBufs.get(); ok {
+		b.Reset(r)
+		return b
+	}
+	return bufio.NewReaderSize(r, 1<<20)
 }
 
 // countingReader hashes and counts the bytes read through it.

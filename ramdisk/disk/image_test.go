@@ -460,3 +460,43 @@ func TestWriteImageReusedBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteImageAfterBrokenStreams: decoders and read buffers go from one
+// image write to the next, also after a stream that ended early or did not
+// decode; each good write after them puts exactly its image on the disk.
+func TestWriteImageAfterBrokenStreams(t *testing.T) {
+	first := testImage(4, 0, 0, 1, 2, 3)
+	second := testImage(3, 4096+512, 1, 3)
+	good := map[string][]byte{"first": compress(t, first, "zstd"), "second": compress(t, second, "zstd")}
+	raw := map[string][]byte{"first": first, "second": second}
+	truncated := good["second"][:len(good["second"])/2]
+	corrupt := bytes.Clone(good["first"])
+	for i := len(corrupt) / 3; i < len(corrupt)/3+64; i++ {
+		corrupt[i] ^= 0xa5
+	}
+	for i, w := range []struct {
+		name   string
+		stream []byte
+	}{
+		{"first", good["first"]}, {"truncated", truncated}, {"second", good["second"]},
+		{"corrupt", corrupt}, {"first", good["first"]}, {"truncated", truncated}, {"second", good["second"]},
+	} {
+		d := newFakeDisk(t, Disk{Serial: fmt.Sprintf("BROKEN-%d", i), SizeBytes: 24 << 20})
+		fillDisk(t, d)
+		_, err := WriteImage(context.Background(), bytes.NewReader(w.stream),
+			ImageSpec{Digest: digestOf(w.stream), Compression: "zstd", Format: "raw"}, d, 0, nil)
+		want, isGood := raw[w.name]
+		if !isGood {
+			if err == nil {
+				t.Fatalf("write %d (%s): WriteImage = nil, want an error", i, w.name)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("write %d (%s): WriteImage = %v", i, w.name, err)
+		}
+		if got := readDisk(t, d, len(want)); !bytes.Equal(got, want) {
+			t.Fatalf("write %d (%s): the disk differs from the image at byte %d", i, w.name, firstDiff(got, want))
+		}
+	}
+}

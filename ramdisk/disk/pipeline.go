@@ -28,14 +28,18 @@ var errStopped = errors.New("image writer stopped")
 // blockBufs are the read-ahead's 4 MiB blocks between image writes: a
 // write takes a block only when the decompressor runs ahead of the disk (an
 // 8 MiB image needs two or three, not readAheadDepth), and gives each back
-// when the write is over, so that writes one after another (or, in an
-// emulated rack, side by side) do not allocate 16 MiB each: a fleet
-// benchmark of 200 machines spent 1.8% of its CPU allocating and clearing
-// them, and more in the collections they caused.
-var blockBufs = sync.Pool{New: func() any {
-	b := alignedBuf(blockSize) // aligned for direct writes
-	return &b
-}}
+// when the write is over (see spares). A fleet benchmark of 200 machines
+// spent 1.8% of its CPU allocating and clearing them, and more in the
+// collections they caused.
+var blockBufs = make(spares[[]byte], 2*readAheadDepth)
+
+// block returns a kept block or a new one, aligned for direct writes.
+func block() []byte {
+	if b, ok := blockBufs.get(); ok {
+		return b
+	}
+	return alignedBuf(blockSize)
+}
 
 // readAhead decompresses in its own goroutine so that decompression and disk
 // writes overlap. The goroutine owns dec and closes it (closeDec) before it
@@ -74,10 +78,10 @@ func readAhead(dec io.Reader, closeDec func()) (out <-chan chunk, recycle func([
 			for {
 				select {
 				case b := <-free:
-					blockBufs.Put(&b)
+					blockBufs.put(b)
 				case c := <-ch:
 					if c.buf != nil {
-						blockBufs.Put(&c.buf)
+						blockBufs.put(c.buf)
 					}
 				default:
 					return
@@ -163,7 +167,7 @@ func (f *blockFiller) take() bool {
 	case f.buf = <-f.free:
 	default:
 		if f.taken < readAheadDepth {
-			f.buf = *blockBufs.Get().(*[]byte)
+			f.buf = block()
 			f.taken++
 			break
 		}

@@ -38,7 +38,7 @@ func (s *zeroSink) seen() outTail {
 // handed to the sink as counts) and says how many zero bytes it cut out.
 func decodeCut(t *testing.T, stream []byte) ([]byte, int64, error) {
 	t.Helper()
-	d, err := newZstdImage(bytes.NewReader(stream), zstd.WithDecoderMaxWindow(1<<31), zstd.IgnoreChecksum(true))
+	d, err := newZstdImage(bytes.NewReader(stream))
 	if err != nil {
 		t.Fatal(err)
 	}

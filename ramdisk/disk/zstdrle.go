@@ -321,13 +321,36 @@ type zstdImage struct {
 	z *rleToRaw
 }
 
-func newZstdImage(r io.Reader, opts ...zstd.DOption) (*zstdImage, error) {
+// zstdDecoders keeps image decoders, with their window, between image
+// writes (see spares).
+var zstdDecoders = make(spares[*zstd.Decoder], 2)
+
+// newZstdImage decodes r with IgnoreChecksum (see decompressor), no window
+// bound the stream's header cannot state, and buffers kept between frames.
+func newZstdImage(r io.Reader) (*zstdImage, error) {
 	z := &rleToRaw{r: r}
-	dec, err := zstd.NewReader(z, append(opts, zstd.WithDecoderConcurrency(1))...)
+	if dec, ok := zstdDecoders.get(); ok {
+		if err := dec.Reset(z); err == nil {
+			return &zstdImage{Decoder: dec, z: z}, nil
+		}
+		dec.Close()
+	}
+	dec, err := zstd.NewReader(z, zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(1<<31), zstd.IgnoreChecksum(true),
+		zstd.WithDecoderConcurrency(1))
 	if err != nil {
 		return nil, err
 	}
 	return &zstdImage{Decoder: dec, z: z}, nil
+}
+
+// Close hands the decoder to the next image: Reset(nil) lets go of this
+// stream and leaves the decoder nothing but Reset to do.
+func (d *zstdImage) Close() {
+	if d.Decoder.Reset(nil) != nil {
+		d.Decoder.Close()
+		return
+	}
+	zstdDecoders.put(d.Decoder)
 }
 
 // cutZerosTo has long zero runs handed to w; before the first read only.
