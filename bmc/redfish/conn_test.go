@@ -68,6 +68,33 @@ func TestPowerRequests(t *testing.T) {
 	}
 }
 
+// TestKeptSessionKnowsTheSystem: with an address that names no system, the
+// first operation lists the BMC's systems and the next, on the kept
+// session, reads the one it found at once: the service root and the
+// system, two requests instead of three (real BMCs answer each in 0.1 to
+// 1 s).
+func TestKeptSessionKnowsTheSystem(t *testing.T) {
+	t.Parallel()
+	b := serveBMC(t, redfishbmc.Config{Username: "admin", Password: "s3cret"}, listen(t))
+	d := newDriver(t, b.URL(), "s3cret")
+	t.Cleanup(func() { d.Logout(context.Background()) })
+	if _, err := d.PowerState(context.Background()); err != nil { // logs in, lists the systems
+		t.Fatalf("PowerState() = %v", err)
+	}
+	for i := range 2 {
+		before := b.State().Requests
+		if _, err := d.PowerState(context.Background()); err != nil {
+			t.Fatalf("PowerState() again = %v", err)
+		}
+		if got := b.State().Requests - before; got != 2 {
+			t.Errorf("PowerState() %d on the kept session took %d requests, want 2 (the service root, the system)", i+2, got)
+		}
+	}
+	if st := b.State(); st.Logins != 1 {
+		t.Errorf("logins = %d, want 1", st.Logins)
+	}
+}
+
 // TestLogoutAll: the sessions kept for every BMC are logged out at once,
 // as bcd site does when it stops. Not parallel: LogoutAll ends the
 // sessions other tests keep.

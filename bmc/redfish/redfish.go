@@ -144,8 +144,9 @@ func transportFor(policy bmc.TLS) (*http.Transport, error) {
 type conn struct {
 	c      *gofish.APIClient
 	cancel context.CancelFunc
-	done   func() // keeps the operation's session for the next; nil with basic auth
-	reused bool   // the session was kept from an earlier operation
+	done   func()   // keeps the operation's session for the next; nil with basic auth
+	s      *session // the operation's session; nil with basic auth
+	reused bool     // the session was kept from an earlier operation
 }
 
 func (cn *conn) close() {
@@ -183,7 +184,7 @@ func (d *Driver) connect(ctx context.Context, op string, timeout time.Duration, 
 			}
 		}
 		if s != nil {
-			cfg.Session, cn.done = &gofish.Session{ID: s.path, Token: s.token}, func() { d.keepSession(ctx, s) }
+			cfg.Session, cn.s, cn.done = &gofish.Session{ID: s.path, Token: s.token}, s, func() { d.keepSession(ctx, s) }
 		}
 	}
 	if cfg.Session == nil {
@@ -230,7 +231,8 @@ func (d *Driver) connectSystemFor(ctx context.Context, op string, timeout time.D
 }
 
 // system finds the machine's ComputerSystem: the one the address names, else
-// the only one. Errors from the BMC come back as gofish gave them.
+// the one found with the session, else the only one. Errors from the BMC
+// come back as gofish gave them.
 func (d *Driver) system(cn *conn, op string) (*redfish.ComputerSystem, error) {
 	if p := d.addr.SystemPath(); p != "" {
 		sys, err := redfish.GetComputerSystem(cn.c, p)
@@ -238,6 +240,13 @@ func (d *Driver) system(cn *conn, op string) (*redfish.ComputerSystem, error) {
 			return nil, errs.Invalid("bmc.address", "BMC %s has no system at %s: check the system id in the BMC address", d.addr.HostPort(), p).WithOp(op)
 		}
 		return sys, err
+	}
+	if cn.s != nil && cn.s.system != "" {
+		sys, err := redfish.GetComputerSystem(cn.c, cn.s.system)
+		if statusOf(err) != http.StatusNotFound {
+			return sys, err
+		}
+		cn.s.system = "" // gone: list the systems again
 	}
 	systems, err := cn.c.Service.Systems()
 	if err != nil {
@@ -250,6 +259,9 @@ func (d *Driver) system(cn *conn, op string) (*redfish.ComputerSystem, error) {
 		}
 		return nil, errs.Invalid("bmc.address", "BMC %s has %d systems %v: name one in the address, e.g. %s/redfish/v1/Systems/<id>",
 			d.addr.HostPort(), len(systems), ids, d.addr.Endpoint()).WithOp(op)
+	}
+	if cn.s != nil {
+		cn.s.system = systems[0].ODataID
 	}
 	return systems[0], nil
 }

@@ -22,6 +22,10 @@ import (
 type session struct {
 	path  string
 	token string
+	// system is the ComputerSystem found with the session ("" until one
+	// is): the next operation reads it at once instead of listing the
+	// BMC's systems again.
+	system string
 }
 
 // KeepSession is how long a session is kept for the next operation on its
