@@ -115,6 +115,34 @@ func (s *Store) GetNode(ctx context.Context, tenantID, id string) (Node, error) 
 	return n, dbError("store.GetNode", err)
 }
 
+// GetNodeAndPool returns a node and its pool in one round trip: a
+// workflow reads both before each verb.
+func (s *Store) GetNodeAndPool(ctx context.Context, tenantID, id string) (Node, Pool, error) {
+	const op = "store.GetNodeAndPool"
+	var b pgx.Batch
+	b.Queue("SELECT "+nodeColumns+" FROM metal_nodes WHERE tenant_id = $1 AND id = $2", tenantID, id)
+	b.Queue("SELECT "+poolColumns+` FROM pools
+		WHERE tenant_id = $1 AND id = (SELECT pool_id FROM metal_nodes WHERE tenant_id = $1 AND id = $2)`, tenantID, id)
+	br := s.pool.SendBatch(ctx, &b)
+	n, nerr := scanNode(br.QueryRow())
+	p, perr := scanPool(br.QueryRow())
+	if err := br.Close(); err != nil && nerr == nil {
+		nerr = err
+	}
+	switch {
+	case errors.Is(nerr, pgx.ErrNoRows):
+		return Node{}, Pool{}, notFound("node", id).WithOp(op)
+	case nerr != nil:
+		return Node{}, Pool{}, dbError(op, nerr)
+	case perr == nil && p.ID == n.PoolID:
+		return n, p, nil
+	}
+	// The node moved between the two reads, or the pool read failed: read
+	// the node's pool on its own.
+	p, err := s.GetPool(ctx, tenantID, n.PoolID)
+	return n, p, err
+}
+
 // ListNodes returns the tenant's nodes, oldest first; poolID "" means all.
 func (s *Store) ListNodes(ctx context.Context, tenantID, poolID string) ([]Node, error) {
 	rows, err := s.pool.Query(ctx, "SELECT "+nodeColumns+` FROM metal_nodes

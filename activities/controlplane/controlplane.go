@@ -76,11 +76,7 @@ func (a *Activities) now() time.Time {
 
 // GetNode reads what the workflows need of a node and its pool.
 func (a *Activities) GetNode(ctx context.Context, in kinds.NodeRef) (kinds.NodeInfo, error) {
-	n, err := a.Store.GetNode(ctx, in.TenantID, in.NodeID)
-	if err != nil {
-		return kinds.NodeInfo{}, errs.ToTemporal(err)
-	}
-	p, err := a.Store.GetPool(ctx, n.TenantID, n.PoolID)
+	n, p, err := a.Store.GetNodeAndPool(ctx, in.TenantID, in.NodeID)
 	if err != nil {
 		return kinds.NodeInfo{}, errs.ToTemporal(err)
 	}
