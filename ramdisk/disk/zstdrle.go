@@ -53,6 +53,7 @@ type rleToRaw struct {
 	held     []byte // the header after a held-back run
 	rawHdr   [3]byte
 	cuts     int64 // zero bytes handed to sink
+	windows  int64 // the largest window of the frames read so far
 	// frameStart is where in sink's output the frame began: the decoder's
 	// window holds nothing before it
 	frameStart int64
@@ -223,6 +224,7 @@ func (z *rleToRaw) nextFrame() {
 		if !z.fill(n) {
 			return
 		}
+		z.windows = max(z.windows, frameWindow(z.hdr[:n], single, fcsFlag))
 		z.checksum, z.inFrame = fhd&(1<<2) != 0, true
 		z.window = 0
 		if z.sink != nil && !single {
@@ -268,13 +270,36 @@ var emptyLastBlock = [3]byte{1, 0, 0}
 // 3.1.1.1.2) and drops the content size from the header.
 func (z *rleToRaw) cutFrame(fhd byte, n int) {
 	z.frameStart = z.sink.seen().n
-	wd := z.hdr[5]
-	wlog := 10 + int64(wd>>3)
-	z.window = 1<<wlog + (1<<wlog)/8*int64(wd&7)
+	z.window = windowOf(z.hdr[5])
 	if fcs := [4]int{0, 2, 4, 8}[fhd>>6]; fcs > 0 {
 		z.hdr[4] = fhd &^ (3 << 6)
 		z.have = n - fcs // the content size is the header's last field
 	}
+}
+
+// windowOf is the window a frame header's window descriptor states.
+func windowOf(wd byte) int64 {
+	wlog := 10 + int64(wd>>3)
+	return 1<<wlog + (1<<wlog)/8*int64(wd&7)
+}
+
+// frameWindow is the window the decoder keeps for a frame whose whole
+// header is hdr: the descriptor's, or a single-segment frame's content size
+// (RFC 8878, 3.1.1.1.4), its header's last field.
+func frameWindow(hdr []byte, single bool, fcsFlag byte) int64 {
+	if !single {
+		return windowOf(hdr[5])
+	}
+	fcs := hdr[len(hdr)-[4]int{1, 2, 4, 8}[fcsFlag]:]
+	switch fcsFlag {
+	case 0:
+		return int64(fcs[0])
+	case 1:
+		return int64(binary.LittleEndian.Uint16(fcs)) + 256
+	case 2:
+		return int64(binary.LittleEndian.Uint32(fcs))
+	}
+	return int64(min(binary.LittleEndian.Uint64(fcs), math.MaxInt64))
 }
 
 // flushPending hands out the zero run held back, ahead of the header in
@@ -322,8 +347,11 @@ type zstdImage struct {
 }
 
 // zstdDecoders keeps image decoders, with their window, between image
-// writes (see spares).
+// writes (see spares); one whose stream stated a window over keptWindow
+// (zstd --long) is let go, not kept in the ramdisk's memory.
 var zstdDecoders = make(spares[*zstd.Decoder], 2)
+
+const keptWindow = 16 << 20
 
 // newZstdImage decodes r with IgnoreChecksum (see decompressor), no window
 // bound the stream's header cannot state, and buffers kept between frames.
@@ -346,7 +374,7 @@ func newZstdImage(r io.Reader) (*zstdImage, error) {
 // Close hands the decoder to the next image: Reset(nil) lets go of this
 // stream and leaves the decoder nothing but Reset to do.
 func (d *zstdImage) Close() {
-	if d.Decoder.Reset(nil) != nil {
+	if d.z.windows > keptWindow || d.Decoder.Reset(nil) != nil {
 		d.Decoder.Close()
 		return
 	}

@@ -124,3 +124,62 @@ func encodeZstd(t *testing.T, raw []byte, opts ...zstd.EOption) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestDecoderKeptUnlessItsWindowIsLarge: an image's decoder is kept for the
+// next write unless a frame stated a window over keptWindow (a single-
+// segment frame's is its content size), and frameWindow reads the window
+// the library itself reads from each header.
+func TestDecoderKeptUnlessItsWindowIsLarge(t *testing.T) {
+	raw := bytes.Repeat([]byte("better-compute "), 4096)
+	for _, tt := range []struct {
+		name string
+		opts []zstd.EOption
+		wd   byte // a window descriptor to state instead of the encoder's (0: the encoder's)
+		kept bool
+	}{
+		{"64 KiB window", []zstd.EOption{zstd.WithSingleSegment(false)}, 0, true},
+		{"32 MiB window", []zstd.EOption{zstd.WithSingleSegment(false)}, (25 - 10) << 3, false},
+		{"single segment", []zstd.EOption{zstd.WithSingleSegment(true)}, 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			enc, err := zstd.NewWriter(&buf, tt.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := enc.Write(raw); err != nil || enc.Close() != nil {
+				t.Fatal("encode", err)
+			}
+			stream := buf.Bytes()
+			if tt.wd != 0 {
+				stream[5] = tt.wd // a larger window than the frame needs decodes the same
+			}
+			var h zstd.Header
+			if err := h.Decode(stream); err != nil {
+				t.Fatal(err)
+			}
+			want := int64(h.WindowSize)
+			if h.SingleSegment {
+				want = int64(h.FrameContentSize)
+			}
+			d, err := newZstdImage(bytes.NewReader(stream))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(d)
+			if err != nil || !bytes.Equal(got, raw) {
+				t.Fatalf("decoded %d bytes, %v; want the %d raw", len(got), err, len(raw))
+			}
+			if d.z.windows != want || (tt.name == "single segment") != h.SingleSegment {
+				t.Errorf("window read = %d, the library reads %d (single segment %v)", d.z.windows, want, h.SingleSegment)
+			}
+			for len(zstdDecoders) > 0 { // none kept by earlier writes
+				<-zstdDecoders
+			}
+			d.Close()
+			if kept := len(zstdDecoders) == 1; kept != tt.kept {
+				t.Errorf("decoder kept = %v, want %v", kept, tt.kept)
+			}
+		})
+	}
+}
