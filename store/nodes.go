@@ -126,15 +126,13 @@ func (s *Store) GetNodeAndPool(ctx context.Context, tenantID, id string) (Node, 
 	br := s.pool.SendBatch(ctx, &b)
 	n, nerr := scanNode(br.QueryRow())
 	p, perr := scanPool(br.QueryRow())
-	if err := br.Close(); err != nil && nerr == nil {
-		nerr = err
-	}
+	cerr := br.Close()
 	switch {
 	case errors.Is(nerr, pgx.ErrNoRows):
 		return Node{}, Pool{}, notFound("node", id).WithOp(op)
 	case nerr != nil:
 		return Node{}, Pool{}, dbError(op, nerr)
-	case perr == nil && p.ID == n.PoolID:
+	case perr == nil && cerr == nil && p.ID == n.PoolID:
 		return n, p, nil
 	}
 	// The node moved between the two reads, or the pool read failed: read
