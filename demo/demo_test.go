@@ -5,10 +5,10 @@ package demo_test
 import (
 	"context"
 	"crypto/tls"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,15 +30,47 @@ func start(t *testing.T, machines int) *demo.Demo {
 	return startWith(t, func(c *demo.Config) { c.Machines = machines })
 }
 
-// startWith starts a demo on loopback in a temp dir, logging to the test,
-// with edit's changes to the config (machines, BMC password, tracer…),
-// stopped when the test ends.
+// logTail keeps the last logTailBytes of what is written to it.
+type logTail struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+const logTailBytes = 256 << 10
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	if over := len(l.b) - logTailBytes; over > 0 {
+		l.b = append(l.b[:0], l.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.b)
+}
+
+// startWith starts a demo on loopback in a temp dir, its progress lines
+// logged to the test, with edit's changes to the config (machines, BMC
+// password, tracer…), stopped when the test ends. The log of its control
+// plane, site agent and rack is kept and printed (its last 256 KiB) when
+// the test failed, so a failure says which side lost the machine.
 func startWith(t *testing.T, edit func(*demo.Config)) *demo.Demo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	logs := &logTail{}
+	t.Cleanup(func() { // after d.Stop (cleanups run last first): the whole log
+		if t.Failed() {
+			t.Logf("the demo's log (its last %d KiB):\n%s", logTailBytes>>10, logs)
+		}
+	})
 	cfg := demo.Config{DataDir: t.TempDir(), Out: testWriter{t},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Listen: "127.0.0.1:0", TemporalListen: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Listen: "127.0.0.1:0", TemporalListen: "127.0.0.1:0",
 		UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20}
 	edit(&cfg)
 	d, err := demo.Start(ctx, cfg)
