@@ -30,7 +30,9 @@ func start(t *testing.T, machines int) *demo.Demo {
 	return startWith(t, func(c *demo.Config) { c.Machines = machines })
 }
 
-// logTail keeps the last logTailBytes of what is written to it.
+// logTail keeps the last logTailBytes of what is written to it. It lets
+// the buffer grow to twice that before dropping the oldest half, so a log
+// line costs a copy of itself, not of the whole tail.
 type logTail struct {
 	mu sync.Mutex
 	b  []byte
@@ -42,8 +44,8 @@ func (l *logTail) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.b = append(l.b, p...)
-	if over := len(l.b) - logTailBytes; over > 0 {
-		l.b = append(l.b[:0], l.b[over:]...)
+	if len(l.b) > 2*logTailBytes {
+		l.b = append(l.b[:0], l.b[len(l.b)-logTailBytes:]...)
 	}
 	return len(p), nil
 }
@@ -51,7 +53,7 @@ func (l *logTail) Write(p []byte) (int, error) {
 func (l *logTail) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return string(l.b)
+	return string(l.b[max(0, len(l.b)-logTailBytes):])
 }
 
 // startWith starts a demo on loopback in a temp dir, its progress lines
