@@ -95,15 +95,16 @@ func New(cfg Config) (*Driver, error) {
 // to call twice.
 func (d *Driver) Close() error { return nil }
 
-// transports holds one *http.Transport per TLS policy (bmc.TLS, compared by
+// transports holds one transport per TLS policy (bmc.TLS, compared by
 // value), shared by every driver with that policy: a site agent makes a
 // Driver per BMC call, and a transport of its own each time cost every call
 // a TCP connection and a TLS handshake on both ends (a Redfish operation is
 // a login, a few GETs, its action and a logout). A connection is checked
 // against the policy once, when it is made, and requests carry their own
 // credentials, so connections of one policy are interchangeable; a BMC's
-// idle connection closes after idleBMCConn.
-var transports sync.Map // bmc.TLS → *http.Transport
+// idle connection closes after idleBMCConn. The transport answers the
+// service root from memory (rootCache).
+var transports sync.Map // bmc.TLS → *rootCache
 
 // idleBMCConn is how long a BMC connection is kept open unused: long
 // enough for the next command of a workflow, short enough not to hold one
@@ -123,9 +124,9 @@ func (k keepAlive) RoundTrip(req *http.Request) (*http.Response, error) {
 	return k.rt.RoundTrip(req)
 }
 
-func transportFor(policy bmc.TLS) (*http.Transport, error) {
-	if tr, ok := transports.Load(policy); ok {
-		return tr.(*http.Transport), nil
+func transportFor(policy bmc.TLS) (http.RoundTripper, error) {
+	if rt, ok := transports.Load(policy); ok {
+		return rt.(*rootCache), nil
 	}
 	tc, err := policy.ClientConfig()
 	if err != nil {
@@ -136,8 +137,8 @@ func transportFor(policy bmc.TLS) (*http.Transport, error) {
 	tr.MaxIdleConns = 0 // no bound across BMCs; one host keeps at most MaxIdleConnsPerHost
 	tr.MaxIdleConnsPerHost = 2
 	tr.IdleConnTimeout = idleBMCConn
-	got, _ := transports.LoadOrStore(policy, tr)
-	return got.(*http.Transport), nil
+	got, _ := transports.LoadOrStore(policy, newRootCache(tr))
+	return got.(*rootCache), nil
 }
 
 // conn is one operation's connection to the BMC.
