@@ -93,3 +93,31 @@ func BenchmarkTemporalSDKHandler(b *testing.B) {
 		}
 	})
 }
+
+// TestTemporalSDKHandlerRecordsFreely: the SDK adds tags and looks its
+// instrument up each time it records (thousands of times a lifecycle
+// loop); once a tag set was made, that costs no allocation (it cost 14,
+// about a microsecond each, a percent of the control plane's CPU). Tags
+// added in another order reach the same series.
+func TestTemporalSDKHandlerRecordsFreely(t *testing.T) {
+	m := NewControlPlane(nil, nil)
+	h := m.Temporal().WithTags(map[string]string{"namespace": "default"})
+	tags := map[string]string{"activity_type": "power.setPower", "task_queue": "site/site_1"}
+	recorded := 0
+	record := func() {
+		recorded++
+		h.WithTags(tags).Counter("temporal_request").Inc(1)
+		h.WithTags(tags).Timer("temporal_activity_execution_latency").Record(time.Millisecond)
+	}
+	record()
+	if n := testing.AllocsPerRun(100, record); n != 0 {
+		t.Errorf("recording with a tag set made before: %v allocations, want 0", n)
+	}
+	h.WithTags(map[string]string{"task_queue": "site/site_1"}).WithTags(map[string]string{"activity_type": "power.setPower"}).
+		Counter("temporal_request").Inc(1)
+	fams := scrape(t, m.Handler())
+	want := map[string]string{"namespace": "default", "activity_type": "power.setPower", "task_queue": "site/site_1"}
+	if got := value(fams, "temporal_request_total", want); got != float64(recorded+1) {
+		t.Errorf("temporal_request_total%v = %v, want %d (one series however the tags were added)", want, got, recorded+1)
+	}
+}
