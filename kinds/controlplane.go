@@ -150,6 +150,11 @@ type CommandRecord struct {
 	WorkflowID, RunID, Step  string
 	Status, ErrorKind, Error string
 	Attempt                  int
+	// Previous, on a command.start, is the outcome of the run's command
+	// before it, which command.start records first, in the same
+	// transaction: a verb's commands mostly come back to back, and one
+	// local activity and one commit cost less than two.
+	Previous *CommandRecord `json:",omitempty"`
 }
 
 // Control-plane activities of PXE discovery.

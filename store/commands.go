@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/kinds"
@@ -48,41 +49,78 @@ func scanCommand(row pgx.Row) (Command, error) {
 // keeps the row; any other second record of the step is ALREADY_EXISTS, so
 // a step sent twice shows instead of vanishing into the first row.
 func (s *Store) StartCommand(ctx context.Context, c Command) error {
+	_, err := s.StartCommandAfter(ctx, nil, c)
+	return err
+}
+
+// CommandOutcome is how a command ended, as FinishCommand records it.
+type CommandOutcome struct {
+	WorkflowID, RunID, Step string
+	Status                  string
+	Attempt                 int
+	ErrorKind, Error        string
+}
+
+// StartCommandAfter records prev's outcome, when given, and c's start in
+// one transaction and one round trip to the database (a run's next command
+// starting as its last ends), and returns how long prev took (as
+// FinishCommand).
+func (s *Store) StartCommandAfter(ctx context.Context, prev *CommandOutcome, c Command) (time.Duration, error) {
 	const op = "store.StartCommand"
-	tag, err := s.pool.Exec(ctx, `
+	var b pgx.Batch
+	var took time.Duration
+	if prev != nil {
+		queueFinish(&b, *prev, &took)
+	}
+	inserted := false
+	b.Queue(`
 		INSERT INTO commands (id, tenant_id, node_id, site_id, kind, runs_on, workflow_id, run_id, step, status)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'sent')
 		ON CONFLICT (workflow_id, run_id, step) DO NOTHING`,
-		c.ID, c.TenantID, c.NodeID, c.SiteID, c.Kind, c.RunsOn, c.WorkflowID, c.RunID, c.Step)
-	if err != nil || tag.RowsAffected() == 1 {
-		return dbError(op, err)
+		c.ID, c.TenantID, c.NodeID, c.SiteID, c.Kind, c.RunsOn, c.WorkflowID, c.RunID, c.Step).
+		Exec(func(tag pgconn.CommandTag) error { inserted = tag.RowsAffected() == 1; return nil })
+	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil || inserted {
+		return took, dbError(op, err)
 	}
 	var kind, status string
-	err = s.pool.QueryRow(ctx, `SELECT kind, status FROM commands WHERE workflow_id = $1 AND run_id = $2 AND step = $3`,
+	err := s.pool.QueryRow(ctx, `SELECT kind, status FROM commands WHERE workflow_id = $1 AND run_id = $2 AND step = $3`,
 		c.WorkflowID, c.RunID, c.Step).Scan(&kind, &status)
 	if err != nil {
-		return dbError(op, err)
+		return took, dbError(op, err)
 	}
 	if kind == c.Kind && status == CommandSent {
-		return nil
+		return took, nil
 	}
-	return errs.New(errs.AlreadyExists, "step %s of workflow %s run %s was recorded already (%s, %s): a step is sent once per run",
+	return took, errs.New(errs.AlreadyExists, "step %s of workflow %s run %s was recorded already (%s, %s): a step is sent once per run",
 		c.Step, c.WorkflowID, c.RunID, kind, status).WithOp(op)
 }
 
 // FinishCommand records a command's outcome and the attempts it took, and
 // returns how long it took from its start (zero for a step never started).
 func (s *Store) FinishCommand(ctx context.Context, workflowID, runID, step, status string, attempt int, errKind, errMsg string) (time.Duration, error) {
-	var secs float64
-	err := s.pool.QueryRow(ctx, `
+	var b pgx.Batch
+	var took time.Duration
+	queueFinish(&b, CommandOutcome{WorkflowID: workflowID, RunID: runID, Step: step, Status: status, Attempt: attempt,
+		ErrorKind: errKind, Error: errMsg}, &took)
+	return took, dbError("store.FinishCommand", s.pool.SendBatch(ctx, &b).Close())
+}
+
+// queueFinish queues the update recording o, which sets took.
+func queueFinish(b *pgx.Batch, o CommandOutcome, took *time.Duration) {
+	b.Queue(`
 		UPDATE commands SET status = $4, attempt = GREATEST(attempt, $5, 1), error_kind = $6, error = $7, finished_at = now()
 		WHERE workflow_id = $1 AND run_id = $2 AND step = $3
 		RETURNING EXTRACT(EPOCH FROM finished_at - started_at)::float8`,
-		workflowID, runID, step, status, attempt, errKind, errMsg).Scan(&secs)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
-	return time.Duration(secs * float64(time.Second)), dbError("store.FinishCommand", err)
+		o.WorkflowID, o.RunID, o.Step, o.Status, max(o.Attempt, 1), o.ErrorKind, o.Error).
+		QueryRow(func(row pgx.Row) error {
+			var secs float64
+			err := row.Scan(&secs)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			*took = time.Duration(secs * float64(time.Second))
+			return err
+		})
 }
 
 // RecordAttempt records that the site agent of siteID runs a step's

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
 	"github.com/better-compute/better-compute/nodestate"
@@ -230,6 +232,45 @@ func TestStartCommandTwice(t *testing.T) {
 	cmds, err := s.ListCommands(ctx, "a", "node_x")
 	if err != nil || len(cmds) != 2 {
 		t.Errorf("ListCommands = %d commands, %v; want 2", len(cmds), err)
+	}
+}
+
+// TestStartCommandAfter: a command's start carries the outcome of the one
+// before it, recorded first in the same transaction; a start refused as a
+// step sent twice still records the outcome (it is the earlier command's).
+func TestStartCommandAfter(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	ctx := t.Context()
+	first := store.Command{ID: ids.New(ids.Command), TenantID: "a", NodeID: "node_x", SiteID: site.ID, Kind: "boot.setEntry",
+		RunsOn: "site", WorkflowID: "metal/node_x", RunID: "r", Step: "01.boot.setEntry"}
+	if err := s.StartCommand(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	second := first
+	second.ID, second.Kind, second.Step = ids.New(ids.Command), "power.setPower", "02.power.setPower"
+	took, err := s.StartCommandAfter(ctx, &store.CommandOutcome{WorkflowID: first.WorkflowID, RunID: first.RunID,
+		Step: first.Step, Status: store.CommandSucceeded, Attempt: 2}, second)
+	if err != nil || took <= 0 || took > time.Minute {
+		t.Fatalf("StartCommandAfter = %v, %v; want the first command's time, nil", took, err)
+	}
+	failed := &store.CommandOutcome{WorkflowID: first.WorkflowID, RunID: first.RunID, Step: second.Step,
+		Status: store.CommandFailed, ErrorKind: "DRIVER_ERROR", Error: "BMC unreachable"}
+	again := first
+	again.ID = ids.New(ids.Command)
+	_, err = s.StartCommandAfter(ctx, failed, again)
+	wantKind(t, "StartCommandAfter(a finished step again)", err, errs.AlreadyExists)
+	cmds, err := s.ListCommands(ctx, "a", "node_x")
+	if err != nil || len(cmds) != 2 {
+		t.Fatalf("ListCommands = %+v, %v; want 2 commands", cmds, err)
+	}
+	got := map[string]string{}
+	for _, c := range cmds {
+		got[c.Step] = fmt.Sprintf("%s/%d/%s", c.Status, c.Attempt, c.ErrorKind)
+	}
+	want := map[string]string{first.Step: "succeeded/2/", second.Step: "failed/1/DRIVER_ERROR"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("commands (-want +got):\n%s", diff)
 	}
 }
 

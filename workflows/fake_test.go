@@ -42,6 +42,7 @@ type fake struct {
 	transitions []kinds.TransitionInput
 	power       []string                // power.setPower actions in order
 	commands    []kinds.CommandRecord   // command.start and command.finish records
+	recordCalls int                     // command.start and command.finish calls
 	ramdiskCmds []kinds.Command         // ramdisk commands as sent
 	deployments []kinds.DeploymentInput // node.recordDeployment calls
 	verified    kinds.WipeAttestation   // what wipe.verify returns
@@ -237,6 +238,11 @@ func (f *fake) consumeWipe(in kinds.TransitionInput) error {
 }
 
 func (f *fake) record(c kinds.CommandRecord) (none, error) {
+	f.recordCalls++
+	if c.Previous != nil { // recorded first, as the store does
+		f.commands = append(f.commands, *c.Previous)
+		c.Previous = nil
+	}
 	f.commands = append(f.commands, c)
 	return none{}, nil
 }

@@ -45,6 +45,7 @@ const (
 	renderUserData = "render-user-data"
 	ramdiskRestart = "ramdisk-restart-boots-again"
 	kexecGone      = "kexec-gone-power-cycles"
+	merged         = "command-records-merged"
 )
 
 // bs is the marker a run recorded first from bmc-status-attribute on, and
@@ -63,10 +64,16 @@ var replayed = []replay{
 	{"enroll-3a11b55.json", wf.Enroll, 16, completed, nil},
 	{"deploy-3a11b55.json", wf.Deploy, 15, completed, nil},
 	{"undeploy-3a11b55.json", wf.Undeploy, 15, completed, nil},
-	// Recorded at 004ee97 (record_test.go), one of each workflow type.
-	{"enroll.json", wf.Enroll, 16, completed, bs},
-	{"deploy.json", wf.Deploy, 15, completed, bs},
-	{"undeploy.json", wf.Undeploy, 15, completed, bs},
+	// Recorded at 004ee97 (record_test.go), one of each workflow type;
+	// enroll, deploy and undeploy again by the commit that records a
+	// command's outcome with the next command's start (command-records-merged,
+	// asked as each run starts), the ones of 004ee97 kept as -pre-merged.
+	{"enroll.json", wf.Enroll, 16, completed, []string{merged}},
+	{"deploy.json", wf.Deploy, 15, completed, []string{merged}},
+	{"undeploy.json", wf.Undeploy, 15, completed, []string{merged}},
+	{"enroll-pre-merged.json", wf.Enroll, 16, completed, bs},
+	{"deploy-pre-merged.json", wf.Deploy, 15, completed, bs},
+	{"undeploy-pre-merged.json", wf.Undeploy, 15, completed, bs},
 	{"manage.json", wf.Manage, 3, completed, bs},
 	{"inspect-manageable.json", wf.Inspect, 13, completed, bs},
 	{"inspect-ready.json", wf.Inspect, 16, completed, bs},
@@ -82,7 +89,11 @@ var replayed = []replay{
 	// no-mac-nodes (recover asks the BMC first, retire skips the ramdisk),
 	// bmc-status-attribute (the signal and the upserts), and an enroll by
 	// product UUID (ensureRamdisk's PXE discovery and metal confirm-mac).
-	{"deploy-aborted.json", wf.Deploy, 14, canceled, []string{bmcStatus, abortSafe}},
+	// deploy-aborted.json again with command-records-merged (the abort's
+	// outcome recorded before the node moves to failed), 004ee97's kept as
+	// -pre-merged.
+	{"deploy-aborted.json", wf.Deploy, 16, canceled, []string{merged, abortSafe}},
+	{"deploy-aborted-pre-merged.json", wf.Deploy, 14, canceled, []string{bmcStatus, abortSafe}},
 	{"enroll-wrong-password.json", wf.Enroll, 3, failed, bs},
 	{"recover-nomac.json", wf.Recover, 15, completed, []string{bmcStatus, noMAC}},
 	{"retire-nomac.json", wf.Retire, 6, completed, []string{bmcStatus, noMAC}},

@@ -34,10 +34,22 @@ type run struct {
 	bmcStatus  string // what BmcStatus says now ("" unset); bmcstatus.go
 	bmcAsked   bool   // bmc-status-attribute's version is asked (tracksBMC)
 	bmcTracked bool   // this run keeps BmcStatus (a run from before does not)
+	// outcome is the last command's outcome not yet in the command log:
+	// with mergedRecords the next command's start records it, in the same
+	// local activity, or recordOutcome does before the workflow does
+	// anything else.
+	outcome       *kinds.CommandRecord
+	mergedRecords bool // commandRecordsMerged's version is 1
 }
+
+// commandRecordsMerged is the workflow.GetVersion change id of recording a
+// command's outcome with the next command's start: histories from before
+// record each in a local activity of its own.
+const commandRecordsMerged = "command-records-merged"
 
 func newRun(ctx workflow.Context, in Input) (*run, error) {
 	r := &run{ctx: ctx, in: in, info: workflow.GetInfo(ctx)}
+	r.mergedRecords = workflow.GetVersion(ctx, commandRecordsMerged, workflow.DefaultVersion, 1) == 1
 	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetNode,
 		kinds.NodeRef{TenantID: in.TenantID, NodeID: in.NodeID}).Get(ctx, &r.node); err != nil {
 		return nil, err
@@ -47,8 +59,10 @@ func newRun(ctx workflow.Context, in Input) (*run, error) {
 	return r, nil
 }
 
-// cp returns a context for a control-plane activity.
+// cp returns a context for a control-plane activity, once the last
+// command's outcome is in the command log (recordOutcome).
 func (r *run) cp(timeout time.Duration) workflow.Context {
+	r.recordOutcome()
 	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 		TaskQueue:           ControlPlaneQueue,
 		StartToCloseTimeout: timeout,
@@ -80,6 +94,7 @@ func (r *run) moveWith(to nodestate.State, exception string) error {
 // fail moves the node to failed from the active state it is in, with the
 // error, even when the workflow was cancelled (metal.abort).
 func (r *run) fail(cause error) {
+	r.recordOutcome()
 	if !r.state.Active() {
 		return
 	}
@@ -157,14 +172,18 @@ func (r *run) send(kind string, in, out any) (string, error) {
 }
 
 // command runs the activity kind as step with actx's options, recording it
-// in the command log before and after.
+// in the command log before and after. With mergedRecords its outcome is
+// recorded by the next command's start (commands mostly come back to back:
+// one local activity and one commit instead of two) or by recordOutcome.
 func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out any) error {
 	rec := kinds.CommandRecord{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, Kind: kind,
 		RunsOn: runsOn, WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Step: step}
-	lctx := workflow.WithLocalActivityOptions(r.ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
-	if err := workflow.ExecuteLocalActivity(lctx, kinds.ActStartCommand, rec).Get(r.ctx, nil); err != nil {
+	start := rec
+	start.Previous = r.outcome
+	if err := workflow.ExecuteLocalActivity(r.recordContext(r.ctx), kinds.ActStartCommand, start).Get(r.ctx, nil); err != nil {
 		return err
 	}
+	r.outcome = nil
 	err := workflow.ExecuteActivity(actx, kind, in).Get(r.ctx, out)
 	if err == nil && isBMCKind(kind) {
 		r.setBMCStatus("") // the BMC answered: whatever the site said of it is over
@@ -176,12 +195,37 @@ func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out 
 	case err != nil:
 		rec.Status, rec.ErrorKind, rec.Error = kinds.CommandFailed, string(kindOf(err)), err.Error()
 	}
-	dctx, cancel := workflow.NewDisconnectedContext(lctx)
-	defer cancel()
-	if ferr := workflow.ExecuteLocalActivity(dctx, kinds.ActFinishCommand, rec).Get(dctx, nil); ferr != nil && err == nil {
+	r.outcome = &rec
+	if r.mergedRecords {
+		return err
+	}
+	ferr := r.recordOutcome()
+	r.outcome = nil // a run from before recorded each outcome once, at once
+	if ferr != nil && err == nil {
 		return ferr
 	}
 	return err
+}
+
+// recordOutcome records the last command's outcome if it is not yet in the
+// command log, even in a cancelled run (metal.abort). A failure is returned
+// and the outcome kept for the next try.
+func (r *run) recordOutcome() error {
+	if r.outcome == nil {
+		return nil
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(r.ctx)
+	defer cancel()
+	if err := workflow.ExecuteLocalActivity(r.recordContext(dctx), kinds.ActFinishCommand, *r.outcome).Get(dctx, nil); err != nil {
+		return err
+	}
+	r.outcome = nil
+	return nil
+}
+
+// recordContext is ctx with the command log's local activity options.
+func (r *run) recordContext(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second})
 }
 
 // ramdisk sends a ramdisk kind through the site's relay and decodes the

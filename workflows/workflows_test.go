@@ -54,6 +54,13 @@ func TestEnrollRunsTheRunbook(t *testing.T) {
 	if diff := cmp.Diff(want, steps); diff != "" {
 		t.Errorf("Enroll command records (-want +got):\n%s", diff)
 	}
+	// A command's outcome goes with the next command's start when that
+	// follows at once: the 8 commands' 16 records take 12 local activities
+	// (the outcomes of inventory.refresh, disk.wipe and boot.clearEntry,
+	// followed by a control-plane activity or the end, go alone).
+	if f.recordCalls != 12 {
+		t.Errorf("Enroll recorded its commands in %d local activities, want 12", f.recordCalls)
+	}
 	// The wipe is bound to this run: its command id is its step's, and the
 	// verification asks for this workflow's nonce over the inventoried disks.
 	wipe := f.ramdiskCmds[1]

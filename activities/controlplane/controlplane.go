@@ -159,11 +159,25 @@ func (a *Activities) RevokeIdentity(ctx context.Context, in kinds.DeploymentInpu
 	return errs.ToTemporal(err)
 }
 
-// StartCommand records a command sent (a local activity of the workflow).
+// StartCommand records a command sent (a local activity of the workflow),
+// after the outcome of the run's command before it when it carries one
+// (kinds.CommandRecord.Previous), in the same transaction.
 func (a *Activities) StartCommand(ctx context.Context, c kinds.CommandRecord) error {
-	return errs.ToTemporal(a.Store.StartCommand(ctx, store.Command{ID: ids.New(ids.Command), TenantID: c.TenantID,
+	var prev *store.CommandOutcome
+	if p := c.Previous; p != nil {
+		prev = &store.CommandOutcome{WorkflowID: p.WorkflowID, RunID: p.RunID, Step: p.Step,
+			Status: p.Status, Attempt: p.Attempt, ErrorKind: p.ErrorKind, Error: p.Error}
+	}
+	took, err := a.Store.StartCommandAfter(ctx, prev, store.Command{ID: ids.New(ids.Command), TenantID: c.TenantID,
 		NodeID: c.NodeID, SiteID: c.SiteID, Kind: c.Kind, RunsOn: c.RunsOn, WorkflowID: c.WorkflowID, RunID: c.RunID,
-		Step: c.Step}))
+		Step: c.Step})
+	if err != nil {
+		return errs.ToTemporal(err)
+	}
+	if prev != nil {
+		a.Metrics.CommandFinished(c.Previous.Kind, c.Previous.Status, took)
+	}
+	return nil
 }
 
 // FinishCommand records a command's outcome.

@@ -112,3 +112,38 @@ func TestIssueDiscoveryTokenIsSingleUse(t *testing.T) {
 		t.Errorf("ConsumeJoinToken(used) = %v, want UNAUTHENTICATED", err)
 	}
 }
+
+// TestStartCommandRecordsThePreviousOutcome: command.start carrying the
+// run's previous command's outcome records both: the previous one finished
+// as it says, the new one sent.
+func TestStartCommandRecordsThePreviousOutcome(t *testing.T) {
+	f := newFixture(t, "bcd", store.PoolPolicy{})
+	node := f.newNode(t, "d1")
+	rec := func(step, kind string) kinds.CommandRecord {
+		return kinds.CommandRecord{TenantID: f.tenant, NodeID: node, SiteID: f.site, Kind: kind, RunsOn: "site",
+			WorkflowID: "metal/" + node, RunID: "r1", Step: step}
+	}
+	first := rec("01.boot.setEntry", kinds.BootSetEntry)
+	if err := f.act.StartCommand(t.Context(), first); err != nil {
+		t.Fatalf("StartCommand(%s) = %v", first.Step, err)
+	}
+	done := first
+	done.Status, done.Attempt = kinds.CommandSucceeded, 1
+	next := rec("02.power.setPower", kinds.PowerSetPower)
+	next.Previous = &done
+	if err := f.act.StartCommand(t.Context(), next); err != nil {
+		t.Fatalf("StartCommand(%s after %s) = %v", next.Step, first.Step, err)
+	}
+	cmds, err := f.s.ListCommands(t.Context(), f.tenant, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range cmds {
+		got[c.Step] = c.Status
+	}
+	want := map[string]string{first.Step: kinds.CommandSucceeded, next.Step: kinds.CommandSent}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("command log (-want +got):\n%s", diff)
+	}
+}
