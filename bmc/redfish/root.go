@@ -20,6 +20,10 @@ const serviceRootTTL = time.Minute
 // maxRoot bounds a service root kept in memory; a larger one is not kept.
 const maxRoot = 256 << 10
 
+// sweepAt is how many roots are kept before the expired ones are dropped
+// (a site agent drives thousands of BMCs; a root is a few KiB).
+const sweepAt = 1024
+
 // rootCache answers GET /redfish/v1/ from what the BMC answered last, for
 // serviceRootTTL, and passes every other request to rt. It is shared by
 // the drivers of one TLS policy (transportFor), so a copy was fetched over
@@ -78,6 +82,13 @@ func (c *rootCache) RoundTrip(req *http.Request) (*http.Response, error) {
 	k = keptRoot{body: body, header: resp.Header.Clone(), at: c.now()}
 	if len(body) <= maxRoot {
 		c.mu.Lock()
+		if len(c.kept) >= sweepAt {
+			for h, old := range c.kept {
+				if k.at.Sub(old.at) >= serviceRootTTL {
+					delete(c.kept, h)
+				}
+			}
+		}
 		c.kept[key] = k
 		c.mu.Unlock()
 	}

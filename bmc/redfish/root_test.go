@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -67,5 +68,14 @@ func TestRootCache(t *testing.T) {
 	}
 	if code, body := get("/redfish/v1/"); code != http.StatusOK || body != `{"Systems":{"@odata.id":"/redfish/v1/Systems"}}` {
 		t.Errorf("kept answer = %d %q", code, body)
+	}
+	// Once many are kept, the roots of BMCs not asked for a minute go.
+	for i := range sweepAt {
+		c.kept[fmt.Sprintf("http://bmc-%d.test", i)] = keptRoot{at: now.Add(-time.Minute)}
+	}
+	now = now.Add(time.Minute)
+	get("/redfish/v1/")
+	if len(c.kept) != 1 {
+		t.Errorf("%d roots kept after a sweep, want 1 (this BMC's)", len(c.kept))
 	}
 }
