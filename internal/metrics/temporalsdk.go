@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"encoding/binary"
 	"maps"
 	"slices"
 	"strings"
@@ -47,7 +48,7 @@ type sdkSeries struct {
 // made from it. Guarded by sdkMetrics.mu.
 type tagSet struct {
 	labels      map[string]string // label names made Prometheus's
-	key         string            // "\x00name=value" for each label, sorted by name
+	key         string            // the labels, sorted by name, as tagsKey writes them
 	children    map[string]*tagSet
 	instruments map[instrumentKey]*sdkInstrument
 	handler     client.MetricsHandler // sdkHandler{tags: this}, made once
@@ -63,11 +64,25 @@ func newSDKMetrics() *sdkMetrics {
 }
 
 func newTagSet(labels map[string]string) *tagSet {
-	var key strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		key.WriteString("\x00" + k + "=" + labels[k])
+	return &tagSet{labels: labels, key: string(tagsKey(nil, labels)), children: map[string]*tagSet{},
+		instruments: map[instrumentKey]*sdkInstrument{}}
+}
+
+// tagsKey appends tags to b sorted by name, each name and value after its
+// length, so that no two tag sets write the same key whatever their
+// values hold.
+func tagsKey(b []byte, tags map[string]string) []byte {
+	var keysBuf [4]string // on the stack for the few tags the SDK passes
+	keys := keysBuf[:0]
+	for k := range tags {
+		keys = append(keys, k)
 	}
-	return &tagSet{labels: labels, key: key.String(), children: map[string]*tagSet{}, instruments: map[instrumentKey]*sdkInstrument{}}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b = append(binary.AppendUvarint(b, uint64(len(k))), k...)
+		b = append(binary.AppendUvarint(b, uint64(len(tags[k]))), tags[k]...)
+	}
+	return b
 }
 
 // sdkHandler is a client.MetricsHandler with its tags.
@@ -89,19 +104,10 @@ func (h sdkHandler) WithTags(tags map[string]string) client.MetricsHandler {
 	if len(tags) == 0 {
 		return h
 	}
-	// The tags as given, sorted, as the key of the child: built on the
-	// stack, so a tag set made before costs no allocation.
-	var keysBuf [4]string
-	keys := keysBuf[:0]
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	// The tags as given are the child's key, built on the stack: a tag set
+	// made before costs no allocation.
 	var addedBuf [256]byte
-	added := addedBuf[:0]
-	for _, k := range keys {
-		added = append(append(append(append(added, k...), '='), tags[k]...), 0)
-	}
+	added := tagsKey(addedBuf[:0], tags)
 	parent := h.set()
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()

@@ -121,3 +121,16 @@ func TestTemporalSDKHandlerRecordsFreely(t *testing.T) {
 		t.Errorf("temporal_request_total%v = %v, want %d (one series however the tags were added)", want, got, recorded+1)
 	}
 }
+
+// TestTemporalSDKHandlerTagSetsApart: tag sets whose names and values would
+// read the same strung together stay apart.
+func TestTemporalSDKHandlerTagSetsApart(t *testing.T) {
+	m := NewControlPlane(nil, nil)
+	h := m.Temporal()
+	h.WithTags(map[string]string{"task_queue": "q\x00workflow_type=w"}).Counter("temporal_request").Inc(1)
+	h.WithTags(map[string]string{"task_queue": "q", "workflow_type": "w"}).Counter("temporal_request").Inc(2)
+	fams := scrape(t, m.Handler())
+	if got := value(fams, "temporal_request_total", map[string]string{"task_queue": "q", "workflow_type": "w"}); got != 2 {
+		t.Errorf("temporal_request_total{task_queue=q,workflow_type=w} = %v, want 2", got)
+	}
+}
