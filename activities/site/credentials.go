@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -17,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/kept"
 	"github.com/better-compute/better-compute/kinds"
 )
 
@@ -103,58 +103,37 @@ func (a *Activities) secretCredentials(ctx context.Context, ref string) (bmc.Cre
 // withdrawn from the site reaches the site's commands within SecretTTL, and
 // at once after a BMC refused the credentials (Forget).
 type SecretsClient struct {
-	c   bettercomputev1connect.SecretsServiceClient
-	now func() time.Time
-
-	mu   sync.Mutex
-	kept map[string]keptSecret
+	c    bettercomputev1connect.SecretsServiceClient
+	kept kept.Map[string, map[string]string]
 }
 
 // SecretTTL is how long a SecretsClient keeps a resolved secret.
 const SecretTTL = 10 * time.Second
 
-type keptSecret struct {
-	values map[string]string
-	at     time.Time
-}
-
 // NewSecretsClient returns a client of the SecretsService at baseURL.
 func NewSecretsClient(httpClient *http.Client, baseURL string) *SecretsClient {
-	return &SecretsClient{c: bettercomputev1connect.NewSecretsServiceClient(httpClient, baseURL), now: time.Now,
-		kept: map[string]keptSecret{}}
+	return &SecretsClient{c: bettercomputev1connect.NewSecretsServiceClient(httpClient, baseURL),
+		kept: kept.Map[string, map[string]string]{TTL: SecretTTL}}
 }
 
 // Resolve returns the values of the secret ref: the ones kept, when
 // resolved less than SecretTTL ago. Refusals are not kept.
 func (s *SecretsClient) Resolve(ctx context.Context, ref string) (map[string]string, error) {
-	s.mu.Lock()
-	k, ok := s.kept[ref]
-	if ok && s.now().Sub(k.at) >= SecretTTL {
-		delete(s.kept, ref)
-		ok = false
+	if values, ok := s.kept.Get(ref); ok {
+		return maps.Clone(values), nil
 	}
-	s.mu.Unlock()
-	if ok {
-		return maps.Clone(k.values), nil
-	}
-	at := s.now()
+	at := s.kept.Clock()
 	resp, err := s.c.Resolve(ctx, connect.NewRequest(&v1.ResolveSecretRequest{Ref: ref}))
 	if err != nil {
 		return nil, FromConnect("secrets.resolve", err)
 	}
 	values := resp.Msg.GetValues()
-	s.mu.Lock()
-	s.kept[ref] = keptSecret{values: maps.Clone(values), at: at}
-	s.mu.Unlock()
+	s.kept.Put(ref, maps.Clone(values), at)
 	return values, nil
 }
 
 // Forget drops what is kept of ref, so the next Resolve asks again.
-func (s *SecretsClient) Forget(ref string) {
-	s.mu.Lock()
-	delete(s.kept, ref)
-	s.mu.Unlock()
-}
+func (s *SecretsClient) Forget(ref string) { s.kept.Forget(ref) }
 
 // forgetRefused drops the kept values of ref after its BMC refused them
 // (err UNAUTHENTICATED): the operator who fixes the secret retries with

@@ -130,7 +130,7 @@ func TestSecretsKeptForTTL(t *testing.T) {
 	b := startBMC(t)
 	sc, svc := startSecrets(t)
 	clock := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	sc.now = func() time.Time { return clock }
+	sc.kept.Now = func() time.Time { return clock }
 	a := &Activities{Drivers: map[string]DriverFactory{bmc.DriverRedfish: redfishFactory}, Secrets: sc}
 	env := testEnv(t, a)
 	target := kinds.BMCTarget{NodeID: "node_1", Address: b.SystemURL(), Driver: "redfish", CredentialsRef: "secret://bmc/r1"}

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"io"
 	"net/http"
-	"sync"
 	"time"
+
+	keptmap "github.com/better-compute/better-compute/internal/kept"
 )
 
 // serviceRootTTL is how long a BMC's service root is answered from memory.
@@ -20,30 +21,22 @@ const serviceRootTTL = time.Minute
 // maxRoot bounds a service root kept in memory; a larger one is not kept.
 const maxRoot = 256 << 10
 
-// sweepAt is how many roots are kept before the expired ones are dropped
-// (a site agent drives thousands of BMCs; a root is a few KiB).
-const sweepAt = 1024
-
 // rootCache answers GET /redfish/v1/ from what the BMC answered last, for
 // serviceRootTTL, and passes every other request to rt. It is shared by
 // the drivers of one TLS policy (transportFor), so a copy was fetched over
 // a connection checked as the caller's own would be.
 type rootCache struct {
-	rt  http.RoundTripper
-	now func() time.Time
-
-	mu   sync.Mutex
-	kept map[string]keptRoot // by scheme://host:port
+	rt   http.RoundTripper
+	kept *keptmap.Map[string, keptRoot] // by scheme://host:port
 }
 
 type keptRoot struct {
 	body   []byte
 	header http.Header
-	at     time.Time
 }
 
 func newRootCache(rt http.RoundTripper) *rootCache {
-	return &rootCache{rt: rt, now: time.Now, kept: map[string]keptRoot{}}
+	return &rootCache{rt: rt, kept: &keptmap.Map[string, keptRoot]{TTL: serviceRootTTL}}
 }
 
 func isServiceRoot(req *http.Request) bool {
@@ -56,20 +49,14 @@ func (c *rootCache) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !isServiceRoot(req) {
 		resp, err := c.rt.RoundTrip(req)
 		if err != nil || resp.StatusCode == http.StatusNotFound {
-			c.forget(key) // unreachable, or a path the root gave is gone: read it afresh next time
+			c.kept.Forget(key) // unreachable, or a path the root gave is gone: read it afresh next time
 		}
 		return resp, err
 	}
-	c.mu.Lock()
-	k, ok := c.kept[key]
-	if ok && c.now().Sub(k.at) >= serviceRootTTL {
-		delete(c.kept, key)
-		ok = false
-	}
-	c.mu.Unlock()
-	if ok {
+	if k, ok := c.kept.Get(key); ok {
 		return k.response(req), nil
 	}
+	at := c.kept.Clock()
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
@@ -79,26 +66,11 @@ func (c *rootCache) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	k = keptRoot{body: body, header: resp.Header.Clone(), at: c.now()}
+	k := keptRoot{body: body, header: resp.Header.Clone()}
 	if len(body) <= maxRoot {
-		c.mu.Lock()
-		if len(c.kept) >= sweepAt {
-			for h, old := range c.kept {
-				if k.at.Sub(old.at) >= serviceRootTTL {
-					delete(c.kept, h)
-				}
-			}
-		}
-		c.kept[key] = k
-		c.mu.Unlock()
+		c.kept.Put(key, k, at)
 	}
 	return k.response(req), nil
-}
-
-func (c *rootCache) forget(key string) {
-	c.mu.Lock()
-	delete(c.kept, key)
-	c.mu.Unlock()
 }
 
 // response is a fresh 200 answer to req with the kept root.

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	keptmap "github.com/better-compute/better-compute/internal/kept"
 )
 
 // TestRootCache: the service root is read from the BMC once a minute; a
@@ -30,7 +32,7 @@ func TestRootCache(t *testing.T) {
 	t.Cleanup(srv.Close)
 	now := time.Unix(0, 0)
 	c := newRootCache(http.DefaultTransport)
-	c.now = func() time.Time { return now }
+	c.kept.Now = func() time.Time { return now }
 	get := func(path string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
@@ -70,12 +72,12 @@ func TestRootCache(t *testing.T) {
 		t.Errorf("kept answer = %d %q", code, body)
 	}
 	// Once many are kept, the roots of BMCs not asked for a minute go.
-	for i := range sweepAt {
-		c.kept[fmt.Sprintf("http://bmc-%d.test", i)] = keptRoot{at: now.Add(-time.Minute)}
+	for i := range keptmap.SweepAt {
+		c.kept.Put(fmt.Sprintf("http://bmc-%d.test", i), keptRoot{}, now.Add(-time.Minute))
 	}
 	now = now.Add(time.Minute)
 	get("/redfish/v1/")
-	if len(c.kept) != 1 {
-		t.Errorf("%d roots kept after a sweep, want 1 (this BMC's)", len(c.kept))
+	if c.kept.Len() != 1 {
+		t.Errorf("%d roots kept after a sweep, want 1 (this BMC's)", c.kept.Len())
 	}
 }
