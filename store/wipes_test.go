@@ -193,17 +193,25 @@ func TestReadyExceptions(t *testing.T) {
 	}
 }
 
+// startCommand records the start of step (a command of kind running on
+// runsOn) of run r of node_x's workflow, and returns the command.
+func startCommand(t *testing.T, s *store.Store, site store.Site, runsOn, kind, step string) store.Command {
+	t.Helper()
+	c := store.Command{ID: ids.New(ids.Command), TenantID: "a", NodeID: "node_x", SiteID: site.ID, Kind: kind,
+		RunsOn: runsOn, WorkflowID: "metal/node_x", RunID: "r", Step: step}
+	if err := s.StartCommand(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestStartCommandTwice: the same start recorded again while sent is kept;
 // a step recorded again after it finished is an error, not a silent no-op.
 func TestStartCommandTwice(t *testing.T) {
 	t.Parallel()
 	s, site := newSite(t)
 	ctx := t.Context()
-	c := store.Command{ID: ids.New(ids.Command), TenantID: "a", NodeID: "node_x", SiteID: site.ID, Kind: "disk.wipe",
-		RunsOn: "ramdisk", WorkflowID: "metal/node_x", RunID: "r", Step: "06.disk.wipe"}
-	if err := s.StartCommand(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	c := startCommand(t, s, site, "ramdisk", "disk.wipe", "06.disk.wipe")
 	again := c
 	again.ID = ids.New(ids.Command)
 	if err := s.StartCommand(ctx, again); err != nil {
@@ -242,11 +250,7 @@ func TestStartCommandAfter(t *testing.T) {
 	t.Parallel()
 	s, site := newSite(t)
 	ctx := t.Context()
-	first := store.Command{ID: ids.New(ids.Command), TenantID: "a", NodeID: "node_x", SiteID: site.ID, Kind: "boot.setEntry",
-		RunsOn: "site", WorkflowID: "metal/node_x", RunID: "r", Step: "01.boot.setEntry"}
-	if err := s.StartCommand(ctx, first); err != nil {
-		t.Fatal(err)
-	}
+	first := startCommand(t, s, site, "site", "boot.setEntry", "01.boot.setEntry")
 	second := first
 	second.ID, second.Kind, second.Step = ids.New(ids.Command), "power.setPower", "02.power.setPower"
 	took, err := s.StartCommandAfter(ctx, &store.CommandOutcome{WorkflowID: first.WorkflowID, RunID: first.RunID,
