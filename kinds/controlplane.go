@@ -30,8 +30,10 @@ const (
 	ActGetImage         = "image.get"
 	ActGetProfile       = "profile.get"
 	ActRevokeIdentity   = "node.revokeIdentity"
-	ActStartCommand     = "command.start"  // local activity
-	ActFinishCommand    = "command.finish" // local activity
+	ActStartCommand     = "command.start"  // local activity (runs from before command-log-behind)
+	ActFinishCommand    = "command.finish" // local activity (runs from before command-log-behind)
+	ActQueueCommand     = "command.queue"  // local activity: hands records to the command log's writer
+	ActFlushCommands    = "command.flush"  // local activity: the run's records, committed before it goes on
 )
 
 // NodeInfo is what the workflows need to know of a node.
@@ -143,18 +145,43 @@ type ProfileStep struct {
 	With map[string]any
 }
 
-// CommandRecord is what command.start and command.finish record.
+// CommandRecord is one command of the command log, as the workflow that
+// sends it knows it: sent (Status empty) or ended.
 type CommandRecord struct {
 	TenantID, NodeID, SiteID string
 	Kind, RunsOn             string
 	WorkflowID, RunID, Step  string
 	Status, ErrorKind, Error string
 	Attempt                  int
+	// StartedAt and FinishedAt are the workflow's clock when it sent the
+	// command and saw it end (command.queue and command.flush record them;
+	// command.start and command.finish record the database's).
+	StartedAt  time.Time `json:",omitzero"`
+	FinishedAt time.Time `json:",omitzero"`
 	// Previous, on a command.start, is the outcome of the run's command
 	// before it, which command.start records first, in the same
 	// transaction: a verb's commands mostly come back to back, and one
 	// local activity and one commit cost less than two.
 	Previous *CommandRecord `json:",omitempty"`
+}
+
+// CommandQueue is what command.queue hands to the command log's writer,
+// which commits it behind the workflow: the outcome of the run's last
+// command, the start of its next, or both (in that order). command.queue
+// returns the run it was handed in, which a workflow reset to an earlier
+// step replays: commands queued in an earlier run are that run's records.
+type CommandQueue struct {
+	Outcome *CommandRecord `json:",omitempty"`
+	Start   *CommandRecord `json:",omitempty"`
+}
+
+// CommandFlush is what command.flush commits before the run moves its node
+// or ends: every command the run queued since its last flush, as it ended
+// (whatever the writer lost to a crash is written again), and the outcome
+// not queued yet.
+type CommandFlush struct {
+	Commands []CommandRecord
+	Outcome  *CommandRecord `json:",omitempty"`
 }
 
 // Control-plane activities of PXE discovery.

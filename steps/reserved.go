@@ -17,7 +17,7 @@ func Reserved() []string {
 	out := []string{
 		kinds.ActGetNode, kinds.ActTransition, kinds.ActRecordFacts, kinds.ActRecordDeployment,
 		kinds.ActIssueDiscovery, kinds.ActVerifyWipe, kinds.ActGetImage, kinds.ActGetProfile,
-		kinds.ActRevokeIdentity, kinds.ActStartCommand, kinds.ActFinishCommand,
+		kinds.ActRevokeIdentity, kinds.ActStartCommand, kinds.ActFinishCommand, kinds.ActQueueCommand, kinds.ActFlushCommands,
 		kinds.ActBeginMACWait, kinds.ActFindCandidate, kinds.ActAwaitConfirmation, kinds.ActTakeCandidate,
 		kinds.ActEndMACWait, kinds.ActForgetMAC, kinds.ActUpdateBMC, kinds.ActRenderUserData,
 	}

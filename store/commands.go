@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -154,4 +156,80 @@ func (s *Store) SiteRunsWorkflow(ctx context.Context, siteID, workflowID, runID 
 		return "", nil
 	}
 	return tenant, dbError("store.SiteRunsWorkflow", err)
+}
+
+// CommandWrites is a batch of command-log writes that WriteCommands commits
+// in one transaction, in the order queued: what command.queue hands the
+// command log's writer (gathered across runs) and what command.flush
+// writes again before a run moves its node. Each write can be repeated and
+// come in any order with the others of its step and keep the row right: a
+// start never undoes an outcome, an outcome is the same written twice.
+type CommandWrites struct {
+	b         pgx.Batch
+	conflicts []string
+}
+
+// Len is the number of writes queued.
+func (w *CommandWrites) Len() int { return w.b.Len() }
+
+// Sent queues c's start (status sent, started at c.StartedAt): its row,
+// unless its step has one already.
+func (w *CommandWrites) Sent(c Command) {
+	w.b.Queue(`
+		INSERT INTO commands (id, tenant_id, node_id, site_id, kind, runs_on, workflow_id, run_id, step, status, started_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'sent', $10)
+		ON CONFLICT (workflow_id, run_id, step) DO NOTHING`,
+		c.ID, c.TenantID, c.NodeID, c.SiteID, c.Kind, c.RunsOn, c.WorkflowID, c.RunID, c.Step, c.StartedAt)
+}
+
+// Ended queues c's outcome (Status, ErrorKind, Error, FinishedAt, the
+// highest attempt) onto its step's row. Whole writes the row too when the
+// step has none (its start was lost with a writer that died); a row of
+// another kind under the step is then ALREADY_EXISTS, since a step is sent
+// once per run. Without whole a missing row stays missing: an outcome
+// replayed into a run reset past its start belongs to the run before.
+func (w *CommandWrites) Ended(c Command, whole bool) {
+	finished := c.FinishedAt
+	if !whole {
+		w.b.Queue(`
+			UPDATE commands SET status = $4, attempt = GREATEST(attempt, $5), error_kind = $6, error = $7, finished_at = $8
+			WHERE workflow_id = $1 AND run_id = $2 AND step = $3 AND kind = $9`,
+			c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1), c.ErrorKind, c.Error, finished, c.Kind)
+		return
+	}
+	w.b.Queue(`
+		INSERT INTO commands (id, tenant_id, node_id, site_id, kind, runs_on, workflow_id, run_id, step, attempt,
+			status, error_kind, error, started_at, finished_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		ON CONFLICT (workflow_id, run_id, step) DO UPDATE SET status = EXCLUDED.status,
+			attempt = GREATEST(commands.attempt, EXCLUDED.attempt), error_kind = EXCLUDED.error_kind,
+			error = EXCLUDED.error, finished_at = EXCLUDED.finished_at
+		WHERE commands.kind = EXCLUDED.kind`,
+		c.ID, c.TenantID, c.NodeID, c.SiteID, c.Kind, c.RunsOn, c.WorkflowID, c.RunID, c.Step, max(c.Attempt, 1),
+		c.Status, c.ErrorKind, c.Error, c.StartedAt, finished).
+		Exec(func(tag pgconn.CommandTag) error {
+			if tag.RowsAffected() == 0 {
+				w.conflicts = append(w.conflicts, fmt.Sprintf("step %s of workflow %s run %s (%s)", c.Step, c.WorkflowID, c.RunID, c.Kind))
+			}
+			return nil
+		})
+}
+
+// WriteCommands commits w's writes in one transaction and one round trip.
+// A whole outcome whose step holds a command of another kind is not
+// written and makes the answer ALREADY_EXISTS; w's other writes are.
+func (s *Store) WriteCommands(ctx context.Context, w *CommandWrites) error {
+	const op = "store.WriteCommands"
+	if w.b.Len() == 0 {
+		return nil
+	}
+	w.conflicts = nil
+	if err := s.pool.SendBatch(ctx, &w.b).Close(); err != nil {
+		return dbError(op, err)
+	}
+	if len(w.conflicts) > 0 {
+		return errs.New(errs.AlreadyExists, "%s was recorded already as another command: a step is sent once per run",
+			strings.Join(w.conflicts, ", ")).WithOp(op)
+	}
+	return nil
 }

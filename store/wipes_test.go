@@ -292,3 +292,74 @@ func TestFailedWithUnstorableText(t *testing.T) {
 		t.Errorf("node after failing with %q = %s, lastError %q, %v; want failed with the text made storable", reason, got.State, got.LastError, err)
 	}
 }
+
+// TestWriteCommands: the command log's writes behind the runs keep each
+// step's row right whatever their order and however often they come: a
+// start after its outcome does not undo it, an outcome whose start was lost
+// is written whole (and only whole), a step holding another kind is
+// ALREADY_EXISTS while the batch's other writes land, the highest attempt
+// stays, and the times are the run's.
+func TestWriteCommands(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	ctx := t.Context()
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	cmd := func(step, kind, status string, sec int) store.Command {
+		c := store.Command{ID: ids.New(ids.Command), TenantID: "a", NodeID: "node_x", SiteID: site.ID, Kind: kind,
+			RunsOn: "site", WorkflowID: "metal/node_x", RunID: "r", Step: step, Status: status,
+			StartedAt: at.Add(time.Duration(sec) * time.Second)}
+		if status != store.CommandSent {
+			end := c.StartedAt.Add(time.Second)
+			c.FinishedAt = &end
+		}
+		return c
+	}
+	var w store.CommandWrites
+	w.Sent(cmd("01.boot.setEntry", "boot.setEntry", store.CommandSent, 0))
+	w.Ended(cmd("01.boot.setEntry", "boot.setEntry", store.CommandSucceeded, 0), false)
+	w.Ended(cmd("02.power.setPower", "power.setPower", store.CommandSucceeded, 2), false) // its start was lost: nothing
+	w.Sent(cmd("03.disk.wipe", "disk.wipe", store.CommandSent, 4))
+	if err := s.WriteCommands(ctx, &w); err != nil {
+		t.Fatalf("WriteCommands = %v", err)
+	}
+	if err := s.RecordAttempt(ctx, site.ID, "metal/node_x", "r", "03.disk.wipe", 3); err != nil {
+		t.Fatal(err)
+	}
+	// The run's flush: everything whole, the lost start included, and the
+	// starts the writer still held arriving after.
+	var flush store.CommandWrites
+	for _, c := range []store.Command{cmd("01.boot.setEntry", "boot.setEntry", store.CommandSucceeded, 0),
+		cmd("02.power.setPower", "power.setPower", store.CommandSucceeded, 2),
+		cmd("03.disk.wipe", "disk.wipe", store.CommandFailed, 4)} {
+		flush.Ended(c, true)
+	}
+	flush.Sent(cmd("03.disk.wipe", "disk.wipe", store.CommandSent, 4))
+	if err := s.WriteCommands(ctx, &flush); err != nil {
+		t.Fatalf("WriteCommands(flush) = %v", err)
+	}
+	var clash store.CommandWrites
+	clash.Ended(cmd("01.boot.setEntry", "power.setPower", store.CommandSucceeded, 6), true)
+	clash.Sent(cmd("04.boot.clearEntry", "boot.clearEntry", store.CommandSent, 8))
+	wantKind(t, "WriteCommands(a step of another kind)", s.WriteCommands(ctx, &clash), errs.AlreadyExists)
+	cmds, err := s.ListCommands(ctx, "a", "node_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range cmds {
+		took := "-"
+		if c.FinishedAt != nil {
+			took = c.FinishedAt.Sub(c.StartedAt).String()
+		}
+		got[c.Step] = fmt.Sprintf("%s %s/%d %s %s", c.Kind, c.Status, c.Attempt, c.StartedAt.Sub(at), took)
+	}
+	want := map[string]string{
+		"01.boot.setEntry":   "boot.setEntry succeeded/1 0s 1s",
+		"02.power.setPower":  "power.setPower succeeded/1 2s 1s",
+		"03.disk.wipe":       "disk.wipe failed/3 4s 1s",
+		"04.boot.clearEntry": "boot.clearEntry sent/1 8s -",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("commands (-want +got):\n%s", diff)
+	}
+}

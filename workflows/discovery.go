@@ -129,10 +129,10 @@ func (r *run) awaitConfirmation() ([]string, error) {
 }
 
 // findOptions are discovery.findCandidate's: it runs the whole window,
-// heartbeating, and a retry goes on to the same deadline. The last
-// command's outcome is recorded first (recordOutcome), as cp does.
+// heartbeating, and a retry goes on to the same deadline. The run's
+// command log is made durable first (flush): the wait can be long.
 func (r *run) findOptions() workflow.Context {
-	r.recordOutcome()
+	r.flush()
 	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
 		TaskQueue:           ControlPlaneQueue,
 		StartToCloseTimeout: DiscoveryWindow + time.Minute,
@@ -145,7 +145,7 @@ func (r *run) findOptions() workflow.Context {
 // endMACWait forgets the node's wait when the workflow gives up, even
 // when it was cancelled (metal.abort).
 func (r *run) endMACWait(in kinds.MACWaitInput) {
-	r.recordOutcome()
+	r.flush()
 	ctx, cancel := workflow.NewDisconnectedContext(r.ctx)
 	defer cancel()
 	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: time.Minute,

@@ -41,8 +41,9 @@ type fake struct {
 	calls       []string         // activity names in order, commands bookkeeping aside
 	transitions []kinds.TransitionInput
 	power       []string                // power.setPower actions in order
-	commands    []kinds.CommandRecord   // command.start and command.finish records
-	recordCalls int                     // command.start and command.finish calls
+	commands    []kinds.CommandRecord   // command.start, command.finish and command.queue records, and command.flush's outcomes
+	recordCalls int                     // command.start, command.finish, command.queue and command.flush calls
+	flushes     []kinds.CommandFlush    // command.flush calls
 	ramdiskCmds []kinds.Command         // ramdisk commands as sent
 	deployments []kinds.DeploymentInput // node.recordDeployment calls
 	verified    kinds.WipeAttestation   // what wipe.verify returns
@@ -83,7 +84,7 @@ var builtins = func() *sdk.Registry {
 // hit records a call of name with in and returns the error it must fail with.
 func (f *fake) hit(name string, in any) error {
 	f.mu.Lock()
-	if name != kinds.ActStartCommand && name != kinds.ActFinishCommand {
+	if !recordsCommands(name) {
 		f.calls = append(f.calls, name)
 	}
 	f.inputs[name] = append(f.inputs[name], in)
@@ -151,6 +152,8 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment) {
 	reg(kinds.ActRevokeIdentity, act(f, kinds.ActRevokeIdentity, func(kinds.DeploymentInput) (none, error) { return none{}, nil }))
 	reg(kinds.ActStartCommand, act(f, kinds.ActStartCommand, f.record))
 	reg(kinds.ActFinishCommand, act(f, kinds.ActFinishCommand, f.record))
+	reg(kinds.ActQueueCommand, f.queue)
+	reg(kinds.ActFlushCommands, act(f, kinds.ActFlushCommands, f.flush))
 	f.registerSite(reg)
 	acts := &controlplane.Activities{Steps: f.steps}
 	if err := acts.RegisterSteps(env); err != nil {
@@ -235,6 +238,40 @@ func (f *fake) consumeWipe(in kinds.TransitionInput) error {
 		return errs.New(errs.UnverifiedWipe, "no attested wipe of run %s (exception %q)", run, in.Exception)
 	}
 	return nil
+}
+
+// recordsCommands: the activity name is one of the command log's.
+func recordsCommands(name string) bool {
+	return name == kinds.ActStartCommand || name == kinds.ActFinishCommand || name == kinds.ActQueueCommand ||
+		name == kinds.ActFlushCommands
+}
+
+// queue is command.queue: it records what it is handed and answers the run
+// it ran in, as the control plane's does.
+func (f *fake) queue(ctx context.Context, q kinds.CommandQueue) (string, error) {
+	if err := f.hit(kinds.ActQueueCommand, q); err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recordCalls++
+	for _, c := range []*kinds.CommandRecord{q.Outcome, q.Start} {
+		if c != nil {
+			f.commands = append(f.commands, *c)
+		}
+	}
+	return activity.GetInfo(ctx).WorkflowExecution.RunID, nil
+}
+
+// flush is command.flush: the commands it writes again are kept apart, its
+// outcome is recorded.
+func (f *fake) flush(fl kinds.CommandFlush) (none, error) {
+	f.recordCalls++
+	f.flushes = append(f.flushes, fl)
+	if fl.Outcome != nil {
+		f.commands = append(f.commands, *fl.Outcome)
+	}
+	return none{}, nil
 }
 
 func (f *fake) record(c kinds.CommandRecord) (none, error) {

@@ -46,6 +46,7 @@ const (
 	ramdiskRestart = "ramdisk-restart-boots-again"
 	kexecGone      = "kexec-gone-power-cycles"
 	merged         = "command-records-merged"
+	behind         = "command-log-behind"
 )
 
 // bs is the marker a run recorded first from bmc-status-attribute on, and
@@ -67,10 +68,16 @@ var replayed = []replay{
 	// Recorded at 004ee97 (record_test.go), one of each workflow type;
 	// enroll, deploy and undeploy again by the commit that records a
 	// command's outcome with the next command's start (command-records-merged,
-	// asked as each run starts), the ones of 004ee97 kept as -pre-merged.
-	{"enroll.json", wf.Enroll, 16, completed, []string{merged}},
-	{"deploy.json", wf.Deploy, 15, completed, []string{merged}},
-	{"undeploy.json", wf.Undeploy, 15, completed, []string{merged}},
+	// asked as each run starts), the ones of 004ee97 kept as -pre-merged;
+	// again by the commit that writes the command log behind the run
+	// (command-log-behind, which implies the merge and alone is asked), the
+	// merged ones kept as -pre-behind.
+	{"enroll.json", wf.Enroll, 16, completed, []string{behind}},
+	{"deploy.json", wf.Deploy, 15, completed, []string{behind}},
+	{"undeploy.json", wf.Undeploy, 15, completed, []string{behind}},
+	{"enroll-pre-behind.json", wf.Enroll, 16, completed, []string{merged}},
+	{"deploy-pre-behind.json", wf.Deploy, 15, completed, []string{merged}},
+	{"undeploy-pre-behind.json", wf.Undeploy, 15, completed, []string{merged}},
 	{"enroll-pre-merged.json", wf.Enroll, 16, completed, bs},
 	{"deploy-pre-merged.json", wf.Deploy, 15, completed, bs},
 	{"undeploy-pre-merged.json", wf.Undeploy, 15, completed, bs},
@@ -91,8 +98,10 @@ var replayed = []replay{
 	// product UUID (ensureRamdisk's PXE discovery and metal confirm-mac).
 	// deploy-aborted.json again with command-records-merged (the abort's
 	// outcome recorded before the node moves to failed), 004ee97's kept as
-	// -pre-merged.
-	{"deploy-aborted.json", wf.Deploy, 16, canceled, []string{merged, abortSafe}},
+	// -pre-merged; with command-log-behind, the merged one kept as
+	// -pre-behind.
+	{"deploy-aborted.json", wf.Deploy, 17, canceled, []string{behind, abortSafe}},
+	{"deploy-aborted-pre-behind.json", wf.Deploy, 16, canceled, []string{merged, abortSafe}},
 	{"deploy-aborted-pre-merged.json", wf.Deploy, 14, canceled, []string{bmcStatus, abortSafe}},
 	{"enroll-wrong-password.json", wf.Enroll, 3, failed, bs},
 	{"recover-nomac.json", wf.Recover, 15, completed, []string{bmcStatus, noMAC}},

@@ -40,6 +40,11 @@ type run struct {
 	// anything else.
 	outcome       *kinds.CommandRecord
 	mergedRecords bool // commandRecordsMerged's version is 1
+	// behind: commandLogBehind's version is 1. The run hands its records
+	// to the command log's writer (command.queue) and keeps queued, the
+	// commands it queued since its last flush as they ended, for flush.
+	behind bool
+	queued []kinds.CommandRecord
 }
 
 // commandRecordsMerged is the workflow.GetVersion change id of recording a
@@ -47,9 +52,17 @@ type run struct {
 // record each in a local activity of its own.
 const commandRecordsMerged = "command-records-merged"
 
+// commandLogBehind is the workflow.GetVersion change id of the command log
+// written behind the run (command.queue), made durable before the run
+// moves its node or ends (command.flush): histories from before commit
+// each record in their local activity (command.start, command.finish).
+// It implies commandRecordsMerged, which a run of it does not ask.
+const commandLogBehind = "command-log-behind"
+
 func newRun(ctx workflow.Context, in Input) (*run, error) {
 	r := &run{ctx: ctx, in: in, info: workflow.GetInfo(ctx)}
-	r.mergedRecords = workflow.GetVersion(ctx, commandRecordsMerged, workflow.DefaultVersion, 1) == 1
+	r.behind = workflow.GetVersion(ctx, commandLogBehind, workflow.DefaultVersion, 1) == 1
+	r.mergedRecords = r.behind || workflow.GetVersion(ctx, commandRecordsMerged, workflow.DefaultVersion, 1) == 1
 	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetNode,
 		kinds.NodeRef{TenantID: in.TenantID, NodeID: in.NodeID}).Get(ctx, &r.node); err != nil {
 		return nil, err
@@ -82,6 +95,11 @@ func (r *run) move(to nodestate.State) error { return r.moveWith(to, "") }
 func (r *run) readyWithout(exception string) error { return r.moveWith(nodestate.Ready, exception) }
 
 func (r *run) moveWith(to nodestate.State, exception string) error {
+	// The node does not move ahead of its command log. (A run from before
+	// behind went on when its outcome could not be recorded: cp.)
+	if err := r.flush(); err != nil && r.behind {
+		return err
+	}
 	in := kinds.TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: to,
 		WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Exception: exception}
 	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActTransition, in).Get(r.ctx, nil); err != nil {
@@ -94,7 +112,7 @@ func (r *run) moveWith(to nodestate.State, exception string) error {
 // fail moves the node to failed from the active state it is in, with the
 // error, even when the workflow was cancelled (metal.abort).
 func (r *run) fail(cause error) {
-	r.recordOutcome()
+	r.flush()
 	if !r.state.Active() {
 		return
 	}
@@ -174,14 +192,27 @@ func (r *run) send(kind string, in, out any) (string, error) {
 // command runs the activity kind as step with actx's options, recording it
 // in the command log before and after. With mergedRecords its outcome is
 // recorded by the next command's start (commands mostly come back to back:
-// one local activity and one commit instead of two) or by recordOutcome.
+// one local activity instead of two) or by recordOutcome; with behind both
+// are handed to the command log's writer, and flush makes them durable.
 func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out any) error {
 	rec := kinds.CommandRecord{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, Kind: kind,
 		RunsOn: runsOn, WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Step: step}
-	start := rec
-	start.Previous = r.outcome
-	if err := workflow.ExecuteLocalActivity(r.recordContext(r.ctx), kinds.ActStartCommand, start).Get(r.ctx, nil); err != nil {
-		return err
+	queued := false
+	if r.behind {
+		rec.StartedAt = workflow.Now(r.ctx)
+		start := rec
+		var in string // the run command.queue ran in: another after a reset past this step
+		if err := workflow.ExecuteLocalActivity(r.recordContext(r.ctx), kinds.ActQueueCommand,
+			kinds.CommandQueue{Outcome: r.outcome, Start: &start}).Get(r.ctx, &in); err != nil {
+			return err
+		}
+		queued = in == rec.RunID
+	} else {
+		start := rec
+		start.Previous = r.outcome
+		if err := workflow.ExecuteLocalActivity(r.recordContext(r.ctx), kinds.ActStartCommand, start).Get(r.ctx, nil); err != nil {
+			return err
+		}
 	}
 	r.outcome = nil
 	err := workflow.ExecuteActivity(actx, kind, in).Get(r.ctx, out)
@@ -194,6 +225,12 @@ func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out 
 		rec.Status, rec.Error = kinds.CommandAborted, "aborted"
 	case err != nil:
 		rec.Status, rec.ErrorKind, rec.Error = kinds.CommandFailed, string(kindOf(err)), err.Error()
+	}
+	if r.behind {
+		rec.FinishedAt = workflow.Now(r.ctx)
+		if queued {
+			r.queued = append(r.queued, rec)
+		}
 	}
 	r.outcome = &rec
 	if r.mergedRecords {
@@ -208,18 +245,48 @@ func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out 
 }
 
 // recordOutcome records the last command's outcome if it is not yet in the
-// command log, even in a cancelled run (metal.abort). A failure is returned
-// and the outcome kept for the next try.
+// command log, even in a cancelled run (metal.abort): with behind it hands
+// it to the command log's writer. A failure is returned and the outcome
+// kept for the next try.
 func (r *run) recordOutcome() error {
 	if r.outcome == nil {
 		return nil
 	}
 	dctx, cancel := workflow.NewDisconnectedContext(r.ctx)
 	defer cancel()
-	if err := workflow.ExecuteLocalActivity(r.recordContext(dctx), kinds.ActFinishCommand, *r.outcome).Get(dctx, nil); err != nil {
+	var err error
+	if r.behind {
+		err = workflow.ExecuteLocalActivity(r.recordContext(dctx), kinds.ActQueueCommand,
+			kinds.CommandQueue{Outcome: r.outcome}).Get(dctx, nil)
+	} else {
+		err = workflow.ExecuteLocalActivity(r.recordContext(dctx), kinds.ActFinishCommand, *r.outcome).Get(dctx, nil)
+	}
+	if err != nil {
 		return err
 	}
 	r.outcome = nil
+	return nil
+}
+
+// flush makes the run's command log durable before the run moves its node,
+// waits long or ends, even in a cancelled run: command.flush commits the
+// commands it queued since its last flush as they ended, and the outcome
+// not queued yet, whatever the writer did with them. A run from before
+// behind records the outcome (recordOutcome).
+func (r *run) flush() error {
+	if !r.behind {
+		return r.recordOutcome()
+	}
+	if len(r.queued) == 0 && r.outcome == nil {
+		return nil
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(r.ctx)
+	defer cancel()
+	f := kinds.CommandFlush{Commands: r.queued, Outcome: r.outcome}
+	if err := workflow.ExecuteLocalActivity(r.recordContext(dctx), kinds.ActFlushCommands, f).Get(dctx, nil); err != nil {
+		return err
+	}
+	r.queued, r.outcome = nil, nil
 	return nil
 }
 

@@ -39,7 +39,7 @@ func verb(ctx workflow.Context, in Input, v nodestate.Verb, body func(r *run) (*
 		}
 	}()
 	att, err := body(r)
-	if rerr := r.recordOutcome(); err == nil {
+	if rerr := r.flush(); err == nil {
 		err = rerr
 	}
 	return Result{State: r.state, Attestation: att}, errs.ToTemporal(err)

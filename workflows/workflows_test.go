@@ -55,11 +55,30 @@ func TestEnrollRunsTheRunbook(t *testing.T) {
 		t.Errorf("Enroll command records (-want +got):\n%s", diff)
 	}
 	// A command's outcome goes with the next command's start when that
-	// follows at once: the 8 commands' 16 records take 12 local activities
-	// (the outcomes of inventory.refresh, disk.wipe and boot.clearEntry,
-	// followed by a control-plane activity or the end, go alone).
-	if f.recordCalls != 12 {
-		t.Errorf("Enroll recorded its commands in %d local activities, want 12", f.recordCalls)
+	// follows at once: the 8 commands' 16 records take 11 command.queue
+	// local activities (the outcomes of bmc.inspect, inventory.refresh and
+	// disk.wipe, followed by a control-plane activity, go alone; the end's
+	// goes with the flush), and each of the 3 moves is preceded by a
+	// command.flush of the commands sent since the last, as they ended.
+	if f.recordCalls != 14 {
+		t.Errorf("Enroll recorded its commands in %d local activities, want 14", f.recordCalls)
+	}
+	var flushed []string
+	for _, fl := range f.flushes {
+		var cmds []string
+		for _, c := range fl.Commands {
+			cmds = append(cmds, c.Step+":"+c.Status)
+			if c.StartedAt.IsZero() || c.FinishedAt.Before(c.StartedAt) {
+				t.Errorf("flushed %s started %v, finished %v", c.Step, c.StartedAt, c.FinishedAt)
+			}
+		}
+		flushed = append(flushed, strings.Join(cmds, " "))
+	}
+	wantFlushed := []string{"01.bmc.inspect:succeeded",
+		"02.boot.setEntry:succeeded 03.management.setBootDevice:succeeded 04.power.setPower:succeeded 05.inventory.refresh:succeeded",
+		"06.disk.wipe:succeeded 07.power.setPower:succeeded 08.boot.clearEntry:succeeded"}
+	if diff := cmp.Diff(wantFlushed, flushed); diff != "" {
+		t.Errorf("Enroll's flushes before its moves (-want +got):\n%s", diff)
 	}
 	// The wipe is bound to this run: its command id is its step's, and the
 	// verification asks for this workflow's nonce over the inventoried disks.

@@ -41,6 +41,8 @@ type Activities struct {
 	// nil: a step that uses them fails UNSUPPORTED.
 	PKI       sdk.PKI
 	Artifacts sdk.Artifacts
+
+	behind commandWriter // the command log's writer (commandlog.go)
 }
 
 // Register registers every activity under its name.
@@ -57,6 +59,8 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	reg(kinds.ActRevokeIdentity, a.RevokeIdentity)
 	reg(kinds.ActStartCommand, a.StartCommand)
 	reg(kinds.ActFinishCommand, a.FinishCommand)
+	reg(kinds.ActQueueCommand, a.QueueCommand)
+	reg(kinds.ActFlushCommands, a.FlushCommands)
 	reg(kinds.ActBeginMACWait, a.BeginMACWait)
 	reg(kinds.ActFindCandidate, a.FindCandidate)
 	reg(kinds.ActAwaitConfirmation, a.AwaitConfirmation)
