@@ -201,12 +201,12 @@ func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out 
 	if r.behind {
 		rec.StartedAt = workflow.Now(r.ctx)
 		start := rec
-		var in string // the run command.queue ran in: another after a reset past this step
+		var ranIn string // the run command.queue ran in: the one before, replayed into a run reset past this step
 		if err := workflow.ExecuteLocalActivity(r.recordContext(r.ctx), kinds.ActQueueCommand,
-			kinds.CommandQueue{Outcome: r.outcome, Start: &start}).Get(r.ctx, &in); err != nil {
+			kinds.CommandQueue{Outcome: r.outcome, Start: &start}).Get(r.ctx, &ranIn); err != nil {
 			return err
 		}
-		queued = in == rec.RunID
+		queued = ranIn == rec.RunID
 	} else {
 		start := rec
 		start.Previous = r.outcome
