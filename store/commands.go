@@ -169,9 +169,6 @@ type CommandWrites struct {
 	conflicts []string
 }
 
-// Len is the number of writes queued.
-func (w *CommandWrites) Len() int { return w.b.Len() }
-
 // Sent queues c's start (status sent, started at c.StartedAt): its row,
 // unless its step has one already.
 func (w *CommandWrites) Sent(c Command) {

@@ -26,7 +26,7 @@ import (
 const (
 	behindQueue = 4096 // records a writer holds before command.queue writes its own
 	behindBatch = 512  // writes a writer commits at most in one transaction
-	behindTries = 6    // a batch's tries before the writer leaves it to the runs' flushes
+	behindTries = 8    // a batch's tries (about half a minute apart, first to last) before the runs' flushes have it
 )
 
 // commandWriter is a worker's command-log writer, started on first use.
@@ -68,8 +68,9 @@ func (a *Activities) writeBehind(ch <-chan kinds.CommandQueue) {
 	}
 }
 
-// writeQueued commits batch, trying again while the database is away for
-// about half a minute; then the runs' flushes write it.
+// writeQueued commits batch, trying again while the database is away
+// (0.25 s, then twice as long each time: about half a minute in all);
+// then the runs' flushes write it.
 func (a *Activities) writeQueued(batch []kinds.CommandQueue) {
 	wait := 250 * time.Millisecond
 	for try := 1; ; try++ {
