@@ -186,12 +186,11 @@ func (w *CommandWrites) Sent(c Command) {
 // once per run. Without whole a missing row stays missing: an outcome
 // replayed into a run reset past its start belongs to the run before.
 func (w *CommandWrites) Ended(c Command, whole bool) {
-	finished := c.FinishedAt
 	if !whole {
 		w.b.Queue(`
 			UPDATE commands SET status = $4, attempt = GREATEST(attempt, $5), error_kind = $6, error = $7, finished_at = $8
 			WHERE workflow_id = $1 AND run_id = $2 AND step = $3 AND kind = $9`,
-			c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1), c.ErrorKind, c.Error, finished, c.Kind)
+			c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1), c.ErrorKind, c.Error, c.FinishedAt, c.Kind)
 		return
 	}
 	w.b.Queue(`
@@ -203,7 +202,7 @@ func (w *CommandWrites) Ended(c Command, whole bool) {
 			error = EXCLUDED.error, finished_at = EXCLUDED.finished_at
 		WHERE commands.kind = EXCLUDED.kind`,
 		c.ID, c.TenantID, c.NodeID, c.SiteID, c.Kind, c.RunsOn, c.WorkflowID, c.RunID, c.Step, max(c.Attempt, 1),
-		c.Status, c.ErrorKind, c.Error, c.StartedAt, finished).
+		c.Status, c.ErrorKind, c.Error, c.StartedAt, c.FinishedAt).
 		Exec(func(tag pgconn.CommandTag) error {
 			if tag.RowsAffected() == 0 {
 				w.conflicts = append(w.conflicts, fmt.Sprintf("step %s of workflow %s run %s (%s)", c.Step, c.WorkflowID, c.RunID, c.Kind))

@@ -135,14 +135,16 @@ func (a *Activities) QueueCommand(ctx context.Context, q kinds.CommandQueue) (st
 // in one transaction. A step recorded under another kind is ALREADY_EXISTS.
 func (a *Activities) FlushCommands(ctx context.Context, f kinds.CommandFlush) error {
 	var w store.CommandWrites
+	outcomeWritten := false
 	for _, c := range f.Commands {
 		if c.Status == "" {
 			w.Sent(storeCommand(c))
-		} else {
-			w.Ended(storeCommand(c), true)
+			continue
 		}
+		w.Ended(storeCommand(c), true)
+		outcomeWritten = outcomeWritten || (f.Outcome != nil && c.Step == f.Outcome.Step)
 	}
-	if f.Outcome != nil {
+	if f.Outcome != nil && !outcomeWritten { // queued in the run before a reset
 		w.Ended(storeCommand(*f.Outcome), false)
 	}
 	if err := a.Store.WriteCommands(ctx, &w); err != nil {

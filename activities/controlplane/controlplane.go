@@ -172,9 +172,7 @@ func (a *Activities) StartCommand(ctx context.Context, c kinds.CommandRecord) er
 		prev = &store.CommandOutcome{WorkflowID: p.WorkflowID, RunID: p.RunID, Step: p.Step,
 			Status: p.Status, Attempt: p.Attempt, ErrorKind: p.ErrorKind, Error: p.Error}
 	}
-	took, err := a.Store.StartCommandAfter(ctx, prev, store.Command{ID: ids.New(ids.Command), TenantID: c.TenantID,
-		NodeID: c.NodeID, SiteID: c.SiteID, Kind: c.Kind, RunsOn: c.RunsOn, WorkflowID: c.WorkflowID, RunID: c.RunID,
-		Step: c.Step})
+	took, err := a.Store.StartCommandAfter(ctx, prev, storeCommand(c))
 	if err != nil {
 		return errs.ToTemporal(err)
 	}
