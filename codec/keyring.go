@@ -206,8 +206,21 @@ func (c tenantConverter) forTenant(t string) converter.DataConverter {
 // activity inputs it sends a site are then readable by that tenant's sites
 // only.
 func (c tenantConverter) WithWorkflowContext(ctx workflow.Context) converter.DataConverter {
-	t, _ := workflow.GetTypedSearchAttributes(ctx).GetKeyword(TenantAttribute)
-	return c.forTenant(t)
+	return c.forTenant(workflowTenant(ctx))
+}
+
+// workflowTenant is the workflow's TenantId search attribute, decoded from
+// its one payload ("" when it has none). workflow.GetTypedSearchAttributes
+// decodes every attribute the workflow has, and the SDK asks for a
+// converter for each payload it converts: that was 0.5% of a fleet loop's
+// CPU at 200 machines.
+func workflowTenant(ctx workflow.Context) string {
+	p := workflow.GetInfo(ctx).SearchAttributes.GetIndexedFields()[TenantAttribute.GetName()]
+	var t string
+	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &t) != nil {
+		return ""
+	}
+	return t
 }
 
 // WithContext encrypts with the key of the tenant WithTenant put in ctx.
