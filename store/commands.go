@@ -167,6 +167,7 @@ func (s *Store) SiteRunsWorkflow(ctx context.Context, siteID, workflowID, runID 
 type CommandWrites struct {
 	b         pgx.Batch
 	conflicts []string
+	found     []bool
 }
 
 // Sent queues c's start (status sent, started at c.StartedAt): its row,
@@ -190,7 +191,11 @@ func (w *CommandWrites) Ended(c Command, whole bool) {
 		w.b.Queue(`
 			UPDATE commands SET status = $4, attempt = GREATEST(attempt, $5), error_kind = $6, error = $7, finished_at = $8
 			WHERE workflow_id = $1 AND run_id = $2 AND step = $3 AND kind = $9`,
-			c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1), c.ErrorKind, c.Error, c.FinishedAt, c.Kind)
+			c.WorkflowID, c.RunID, c.Step, c.Status, max(c.Attempt, 1), c.ErrorKind, c.Error, c.FinishedAt, c.Kind).
+			Exec(func(tag pgconn.CommandTag) error {
+				w.found = append(w.found, tag.RowsAffected() == 1)
+				return nil
+			})
 		return
 	}
 	w.b.Queue(`
@@ -211,6 +216,11 @@ func (w *CommandWrites) Ended(c Command, whole bool) {
 		})
 }
 
+// Found says, once WriteCommands committed w, whether each outcome queued
+// by Ended without whole found its step's row of its kind, in the order
+// queued.
+func (w *CommandWrites) Found() []bool { return w.found }
+
 // WriteCommands commits w's writes in one transaction and one round trip.
 // A whole outcome whose step holds a command of another kind is not
 // written and makes the answer ALREADY_EXISTS; w's other writes are.
@@ -219,7 +229,7 @@ func (s *Store) WriteCommands(ctx context.Context, w *CommandWrites) error {
 	if w.b.Len() == 0 {
 		return nil
 	}
-	w.conflicts = nil
+	w.conflicts, w.found = nil, nil
 	if err := s.pool.SendBatch(ctx, &w.b).Close(); err != nil {
 		return dbError(op, err)
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -321,6 +322,10 @@ func TestWriteCommands(t *testing.T) {
 	w.Sent(cmd("03.disk.wipe", "disk.wipe", store.CommandSent, 4))
 	if err := s.WriteCommands(ctx, &w); err != nil {
 		t.Fatalf("WriteCommands = %v", err)
+	}
+	// The writer's flushes need not write again an outcome that found its row.
+	if got, want := w.Found(), []bool{true, false}; !slices.Equal(got, want) {
+		t.Errorf("Found() = %v, want %v (the outcome with a row, the one without)", got, want)
 	}
 	if err := s.RecordAttempt(ctx, site.ID, "metal/node_x", "r", "03.disk.wipe", 3); err != nil {
 		t.Fatal(err)

@@ -18,35 +18,212 @@ import (
 // command.queue hands a run's records to this worker's writer and returns
 // at once; the writer commits what the runs queued meanwhile in one
 // transaction, so a command shows in `commands list` a moment after it was
-// sent. The log is durable where it matters: command.flush commits all a
-// run queued since its last flush, whole, before the run moves its node or
-// ends, so whatever a writer lost (its process killed, the database away
-// longer than its retries) is written then, from the workflow's history.
+// sent. The log is durable where it matters: command.flush makes all a run
+// queued since its last flush durable before the run moves its node or
+// ends. The writer remembers what it committed, so a flush in the same
+// process whose records it committed writes nothing (and one whose records
+// it still holds waits for them); whatever the writer lost (its process
+// killed, the database away longer than its retries), or another process's
+// writer had, the flush writes whole, from the workflow's history.
 
 const (
-	behindQueue = 4096 // records a writer holds before command.queue writes its own
-	behindBatch = 512  // writes a writer commits at most in one transaction
-	behindTries = 8    // a batch's tries (about half a minute apart, first to last) before the runs' flushes have it
+	behindQueue   = 4096    // records a writer holds before command.queue writes its own
+	behindBatch   = 512     // writes a writer commits at most in one transaction
+	behindTries   = 8       // a batch's tries (about half a minute apart, first to last) before the runs' flushes have it
+	behindTracked = 1 << 16 // steps a writer remembers before it forgets those it holds nothing of
+	flushWait     = 5 * time.Second
 )
 
-// commandWriter is a worker's command-log writer, started on first use.
+// commandWriter is a worker's command-log writer, started on first use,
+// and what it did with each step's records until the step's run flushed.
 type commandWriter struct {
 	once sync.Once
 	ch   chan kinds.CommandQueue
+
+	mu       sync.Mutex
+	steps    map[stepKey]*stepWrites
+	progress chan struct{} // closed, and made anew, each time the writer ends a batch
+}
+
+// stepKey names a step's row of the command log.
+type stepKey struct{ workflowID, runID, step string }
+
+func keyOf(c *kinds.CommandRecord) stepKey { return stepKey{c.WorkflowID, c.RunID, c.Step} }
+
+// stepWrites is what a writer did with one step's records.
+type stepWrites struct {
+	holds int                  // records handed to it and not yet committed or given up
+	sent  *kinds.CommandRecord // the start it committed
+	ended *kinds.CommandRecord // the outcome it committed onto the step's row of its kind
 }
 
 // queueCommand hands q to the writer; false when its queue is full.
 func (a *Activities) queueCommand(q kinds.CommandQueue) bool {
-	a.behind.once.Do(func() {
-		a.behind.ch = make(chan kinds.CommandQueue, behindQueue)
-		go a.writeBehind(a.behind.ch)
+	w := &a.behind
+	w.once.Do(func() {
+		w.ch = make(chan kinds.CommandQueue, behindQueue)
+		go a.writeBehind(w.ch)
 	})
+	w.hand(q, 1)
 	select {
-	case a.behind.ch <- q:
+	case w.ch <- q:
 		return true
 	default:
+		w.hand(q, -1)
 		return false
 	}
+}
+
+// hand counts q's records as held by the writer (n 1) or no longer (n -1).
+func (w *commandWriter) hand(q kinds.CommandQueue, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.steps == nil {
+		w.steps, w.progress = map[stepKey]*stepWrites{}, make(chan struct{})
+	}
+	for _, c := range []*kinds.CommandRecord{q.Outcome, q.Start} {
+		if c == nil {
+			continue
+		}
+		k := keyOf(c)
+		sw := w.steps[k]
+		if sw == nil {
+			if len(w.steps) >= behindTracked {
+				w.sweepLocked()
+			}
+			sw = &stepWrites{}
+			w.steps[k] = sw
+		}
+		sw.holds += n
+	}
+}
+
+// sweepLocked forgets the steps the writer holds nothing of: runs that
+// flushed in another process, or never will. Their flushes, if any, write.
+func (w *commandWriter) sweepLocked() {
+	for k, sw := range w.steps {
+		if sw.holds <= 0 {
+			delete(w.steps, k)
+		}
+	}
+}
+
+// wrote records the end of batch: committed, with found saying which
+// outcomes found their rows (store.CommandWrites.Found), or given up.
+func (w *commandWriter) wrote(batch []kinds.CommandQueue, committed bool, found []bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, q := range batch {
+		if o := q.Outcome; o != nil {
+			if sw := w.steps[keyOf(o)]; sw != nil {
+				sw.holds--
+				if committed && len(found) > 0 && found[0] {
+					sw.ended = o
+				}
+			}
+			if len(found) > 0 {
+				found = found[1:]
+			}
+		}
+		if st := q.Start; st != nil {
+			if sw := w.steps[keyOf(st)]; sw != nil {
+				sw.holds--
+				if committed {
+					sw.sent = st
+				}
+			}
+		}
+	}
+	close(w.progress)
+	w.progress = make(chan struct{})
+}
+
+// committed reports whether the writer committed all that f would write
+// (each command as it stands in f, an outcome onto its row), waiting up to
+// flushWait while it holds some of it; false, at once, when some of it
+// never reached this writer or was given up.
+func (w *commandWriter) committed(ctx context.Context, f kinds.CommandFlush) bool {
+	var timeout <-chan time.Time
+	for {
+		w.mu.Lock()
+		done, held := w.checkLocked(f)
+		progress := w.progress
+		w.mu.Unlock()
+		if done || !held {
+			return done
+		}
+		if timeout == nil {
+			t := time.NewTimer(flushWait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-progress:
+		case <-timeout:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// checkLocked says whether the writer committed all of f, and if not,
+// whether it still holds all of what it did not.
+func (w *commandWriter) checkLocked(f kinds.CommandFlush) (done, held bool) {
+	done, held = true, true
+	for _, c := range flushed(f) {
+		sw := w.steps[keyOf(c)]
+		if sw == nil {
+			return false, false
+		}
+		got := sw.ended
+		if c.Status == "" {
+			got = sw.sent
+		}
+		if got != nil && sameRecord(*got, *c) {
+			continue
+		}
+		done = false
+		held = held && sw.holds > 0
+	}
+	return done, held
+}
+
+// forget drops what the writer remembers of f's steps, once it holds none
+// of their records.
+func (w *commandWriter) forget(f kinds.CommandFlush) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range flushed(f) {
+		if sw := w.steps[keyOf(c)]; sw != nil && sw.holds <= 0 {
+			delete(w.steps, keyOf(c))
+		}
+	}
+}
+
+// flushed is every record f writes: its commands, and its outcome when
+// they do not hold it.
+func flushed(f kinds.CommandFlush) []*kinds.CommandRecord {
+	out := make([]*kinds.CommandRecord, 0, len(f.Commands)+1)
+	outcomeIn := false
+	for i := range f.Commands {
+		out = append(out, &f.Commands[i])
+		outcomeIn = outcomeIn || (f.Outcome != nil && f.Commands[i].Step == f.Outcome.Step)
+	}
+	if f.Outcome != nil && !outcomeIn {
+		out = append(out, f.Outcome)
+	}
+	return out
+}
+
+// sameRecord reports whether a and b record the same (their times equal
+// as instants).
+func sameRecord(a, b kinds.CommandRecord) bool {
+	if !a.StartedAt.Equal(b.StartedAt) || !a.FinishedAt.Equal(b.FinishedAt) {
+		return false
+	}
+	a.StartedAt, a.FinishedAt, a.Previous = b.StartedAt, b.FinishedAt, b.Previous
+	return a == b
 }
 
 // writeBehind commits what ch brings, all that waits at once in one
@@ -64,14 +241,16 @@ func (a *Activities) writeBehind(ch <-chan kinds.CommandQueue) {
 				break gather
 			}
 		}
-		a.writeQueued(batch)
+		found, err := a.writeQueued(batch)
+		a.behind.wrote(batch, err == nil, found)
 	}
 }
 
 // writeQueued commits batch, trying again while the database is away
 // (0.25 s, then twice as long each time: about half a minute in all);
-// then the runs' flushes write it.
-func (a *Activities) writeQueued(batch []kinds.CommandQueue) {
+// then the runs' flushes write it. It returns which outcomes found their
+// rows.
+func (a *Activities) writeQueued(batch []kinds.CommandQueue) ([]bool, error) {
 	wait := 250 * time.Millisecond
 	for try := 1; ; try++ {
 		var w store.CommandWrites
@@ -82,12 +261,12 @@ func (a *Activities) writeQueued(batch []kinds.CommandQueue) {
 		err := a.Store.WriteCommands(ctx, &w)
 		cancel()
 		if err == nil {
-			return
+			return w.Found(), nil
 		}
 		if try == behindTries {
 			slog.Warn("command log: records not written; their runs write them again before they move their nodes",
 				"records", len(batch), "err", err)
-			return
+			return nil, err
 		}
 		time.Sleep(wait)
 		wait *= 2
@@ -130,26 +309,28 @@ func (a *Activities) QueueCommand(ctx context.Context, q kinds.CommandQueue) (st
 	return activity.GetInfo(ctx).WorkflowExecution.RunID, nil
 }
 
-// FlushCommands (command.flush, a local activity) commits the run's
-// commands since its last flush, whole, and the outcome it had not queued,
-// in one transaction. A step recorded under another kind is ALREADY_EXISTS.
+// FlushCommands (command.flush, a local activity) makes the run's commands
+// since its last flush durable, and the outcome it had not queued: nothing
+// to write when this worker's writer committed them as they stand, else
+// all whole in one transaction. A step recorded under another kind is
+// ALREADY_EXISTS.
 func (a *Activities) FlushCommands(ctx context.Context, f kinds.CommandFlush) error {
-	var w store.CommandWrites
-	outcomeWritten := false
-	for _, c := range f.Commands {
-		if c.Status == "" {
-			w.Sent(storeCommand(c))
-			continue
+	if !a.behind.committed(ctx, f) {
+		var w store.CommandWrites
+		for _, c := range flushed(f) {
+			if c.Status == "" {
+				w.Sent(storeCommand(*c))
+				continue
+			}
+			// The outcome not among the commands was queued before a reset: not
+			// written whole, its start belongs to the run before.
+			w.Ended(storeCommand(*c), c != f.Outcome)
 		}
-		w.Ended(storeCommand(c), true)
-		outcomeWritten = outcomeWritten || (f.Outcome != nil && c.Step == f.Outcome.Step)
+		if err := a.Store.WriteCommands(ctx, &w); err != nil {
+			return errs.ToTemporal(err)
+		}
 	}
-	if f.Outcome != nil && !outcomeWritten { // queued in the run before a reset
-		w.Ended(storeCommand(*f.Outcome), false)
-	}
-	if err := a.Store.WriteCommands(ctx, &w); err != nil {
-		return errs.ToTemporal(err)
-	}
+	a.behind.forget(f)
 	a.commandFinished(f.Outcome)
 	return nil
 }
