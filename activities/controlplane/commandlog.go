@@ -30,18 +30,18 @@ const (
 	behindQueue   = 4096    // records a writer holds before command.queue writes its own
 	behindBatch   = 512     // writes a writer commits at most in one transaction
 	behindTries   = 8       // a batch's tries (about half a minute apart, first to last) before the runs' flushes have it
-	behindTracked = 1 << 16 // steps a writer remembers before it forgets those it holds nothing of
+	behindTracked = 1 << 16 // outcomes a writer remembers before it forgets those it holds nothing of
 	flushWait     = 5 * time.Second
 )
 
 // commandWriter is a worker's command-log writer, started on first use,
-// and what it did with each step's records until the step's run flushed.
+// and the outcomes it was handed, until their runs flushed.
 type commandWriter struct {
 	once sync.Once
 	ch   chan kinds.CommandQueue
 
 	mu       sync.Mutex
-	steps    map[stepKey]*stepWrites
+	outcomes map[stepKey]*outcomeWrite
 	progress chan struct{} // closed, and made anew, each time the writer ends a batch
 }
 
@@ -50,11 +50,12 @@ type stepKey struct{ workflowID, runID, step string }
 
 func keyOf(c *kinds.CommandRecord) stepKey { return stepKey{c.WorkflowID, c.RunID, c.Step} }
 
-// stepWrites is what a writer did with one step's records.
-type stepWrites struct {
-	holds int                  // records handed to it and not yet committed or given up
-	sent  *kinds.CommandRecord // the start it committed
-	ended *kinds.CommandRecord // the outcome it committed onto the step's row of its kind
+// outcomeWrite is what a writer did with a step's outcome. A flush writes
+// only ended commands, and an outcome whose update found its row needs its
+// start no more: the starts are not followed.
+type outcomeWrite struct {
+	holds int                  // handed to the writer and not yet committed or given up
+	ended *kinds.CommandRecord // committed onto the step's row of its kind
 }
 
 // queueCommand hands q to the writer; false when its queue is full.
@@ -64,46 +65,50 @@ func (a *Activities) queueCommand(q kinds.CommandQueue) bool {
 		w.ch = make(chan kinds.CommandQueue, behindQueue)
 		go a.writeBehind(w.ch)
 	})
-	w.hand(q, 1)
+	w.hand(q.Outcome, 1)
 	select {
 	case w.ch <- q:
 		return true
 	default:
-		w.hand(q, -1)
+		w.hand(q.Outcome, -1)
 		return false
 	}
 }
 
-// hand counts q's records as held by the writer (n 1) or no longer (n -1).
-func (w *commandWriter) hand(q kinds.CommandQueue, n int) {
+// hand counts the outcome o (nil: none) as held by the writer (n 1) or no
+// longer (n -1).
+func (w *commandWriter) hand(o *kinds.CommandRecord, n int) {
+	if o == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.steps == nil {
-		w.steps, w.progress = map[stepKey]*stepWrites{}, make(chan struct{})
+	w.initLocked()
+	ow := w.outcomes[keyOf(o)]
+	if ow == nil {
+		if len(w.outcomes) >= behindTracked {
+			w.sweepLocked()
+		}
+		ow = &outcomeWrite{}
+		w.outcomes[keyOf(o)] = ow
 	}
-	for _, c := range []*kinds.CommandRecord{q.Outcome, q.Start} {
-		if c == nil {
-			continue
-		}
-		k := keyOf(c)
-		sw := w.steps[k]
-		if sw == nil {
-			if len(w.steps) >= behindTracked {
-				w.sweepLocked()
-			}
-			sw = &stepWrites{}
-			w.steps[k] = sw
-		}
-		sw.holds += n
+	ow.holds += n
+}
+
+// initLocked makes the writer's memory on first use.
+func (w *commandWriter) initLocked() {
+	if w.outcomes == nil {
+		w.outcomes, w.progress = map[stepKey]*outcomeWrite{}, make(chan struct{})
 	}
 }
 
-// sweepLocked forgets the steps the writer holds nothing of: runs that
-// flushed in another process, or never will. Their flushes, if any, write.
+// sweepLocked forgets the outcomes the writer holds nothing of: of runs
+// that flushed in another process, or never will. Their flushes, if any,
+// write.
 func (w *commandWriter) sweepLocked() {
-	for k, sw := range w.steps {
-		if sw.holds <= 0 {
-			delete(w.steps, k)
+	for k, ow := range w.outcomes {
+		if ow.holds <= 0 {
+			delete(w.outcomes, k)
 		}
 	}
 }
@@ -113,40 +118,38 @@ func (w *commandWriter) sweepLocked() {
 func (w *commandWriter) wrote(batch []kinds.CommandQueue, committed bool, found []bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.initLocked()
 	for _, q := range batch {
-		if o := q.Outcome; o != nil {
-			if sw := w.steps[keyOf(o)]; sw != nil {
-				sw.holds--
-				if committed && len(found) > 0 && found[0] {
-					sw.ended = o
-				}
-			}
-			if len(found) > 0 {
-				found = found[1:]
+		o := q.Outcome
+		if o == nil {
+			continue
+		}
+		if ow := w.outcomes[keyOf(o)]; ow != nil {
+			ow.holds--
+			if committed && len(found) > 0 && found[0] {
+				ow.ended = o
 			}
 		}
-		if st := q.Start; st != nil {
-			if sw := w.steps[keyOf(st)]; sw != nil {
-				sw.holds--
-				if committed {
-					sw.sent = st
-				}
-			}
+		if len(found) > 0 {
+			found = found[1:]
 		}
 	}
 	close(w.progress)
 	w.progress = make(chan struct{})
 }
 
-// committed reports whether the writer committed all that f would write
-// (each command as it stands in f, an outcome onto its row), waiting up to
-// flushWait while it holds some of it; false, at once, when some of it
-// never reached this writer or was given up.
-func (w *commandWriter) committed(ctx context.Context, f kinds.CommandFlush) bool {
+// committed reports whether the writer committed all of recs (a flush's
+// records, flushed) as they stand, onto their rows, waiting up to
+// flushWait while it holds some of them; false, at once, when some never
+// reached this writer or were given up. What it committed, it forgets.
+func (w *commandWriter) committed(ctx context.Context, recs []*kinds.CommandRecord) bool {
 	var timeout <-chan time.Time
 	for {
 		w.mu.Lock()
-		done, held := w.checkLocked(f)
+		done, held := w.checkLocked(recs)
+		if done {
+			w.forgetLocked(recs)
+		}
 		progress := w.progress
 		w.mu.Unlock()
 		if done || !held {
@@ -167,36 +170,36 @@ func (w *commandWriter) committed(ctx context.Context, f kinds.CommandFlush) boo
 	}
 }
 
-// checkLocked says whether the writer committed all of f, and if not,
-// whether it still holds all of what it did not.
-func (w *commandWriter) checkLocked(f kinds.CommandFlush) (done, held bool) {
+// checkLocked says whether the writer committed all of recs, and if not,
+// whether it still holds all of those it did not.
+func (w *commandWriter) checkLocked(recs []*kinds.CommandRecord) (done, held bool) {
 	done, held = true, true
-	for _, c := range flushed(f) {
-		sw := w.steps[keyOf(c)]
-		if sw == nil {
+	for _, c := range recs {
+		ow := w.outcomes[keyOf(c)]
+		if ow == nil || c.Status == "" {
 			return false, false
 		}
-		got := sw.ended
-		if c.Status == "" {
-			got = sw.sent
-		}
-		if got != nil && sameRecord(*got, *c) {
+		if ow.ended != nil && sameRecord(*ow.ended, *c) {
 			continue
 		}
 		done = false
-		held = held && sw.holds > 0
+		held = held && ow.holds > 0
 	}
 	return done, held
 }
 
-// forget drops what the writer remembers of f's steps, once it holds none
-// of their records.
-func (w *commandWriter) forget(f kinds.CommandFlush) {
+// forget drops what the writer remembers of recs, once it holds none of
+// them.
+func (w *commandWriter) forget(recs []*kinds.CommandRecord) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, c := range flushed(f) {
-		if sw := w.steps[keyOf(c)]; sw != nil && sw.holds <= 0 {
-			delete(w.steps, keyOf(c))
+	w.forgetLocked(recs)
+}
+
+func (w *commandWriter) forgetLocked(recs []*kinds.CommandRecord) {
+	for _, c := range recs {
+		if ow := w.outcomes[keyOf(c)]; ow != nil && ow.holds <= 0 {
+			delete(w.outcomes, keyOf(c))
 		}
 	}
 }
@@ -315,9 +318,10 @@ func (a *Activities) QueueCommand(ctx context.Context, q kinds.CommandQueue) (st
 // all whole in one transaction. A step recorded under another kind is
 // ALREADY_EXISTS.
 func (a *Activities) FlushCommands(ctx context.Context, f kinds.CommandFlush) error {
-	if !a.behind.committed(ctx, f) {
+	recs := flushed(f)
+	if !a.behind.committed(ctx, recs) {
 		var w store.CommandWrites
-		for _, c := range flushed(f) {
+		for _, c := range recs {
 			if c.Status == "" {
 				w.Sent(storeCommand(*c))
 				continue
@@ -329,8 +333,8 @@ func (a *Activities) FlushCommands(ctx context.Context, f kinds.CommandFlush) er
 		if err := a.Store.WriteCommands(ctx, &w); err != nil {
 			return errs.ToTemporal(err)
 		}
+		a.behind.forget(recs)
 	}
-	a.behind.forget(f)
 	a.commandFinished(f.Outcome)
 	return nil
 }
