@@ -205,7 +205,11 @@ type Command struct {
 }
 
 // Result is a ramdisk's answer to a command, signed with the key certified
-// for the ramdisk at join (CertPEM), over Payload.
+// for the ramdisk at join, over Payload. The certificate itself (CertPEM)
+// comes only with the results the control plane checks the signature of
+// (CarriesCertificate); every other result's signer is the ramdisk the
+// control plane certified at join, its certificate in the certificates
+// table.
 type Result struct {
 	CommandID string          `json:"commandId"`
 	Kind      string          `json:"kind"`
@@ -217,6 +221,13 @@ type Result struct {
 	CertPEM   []byte          `json:"certPem,omitempty"`
 	Finished  time.Time       `json:"finished"`
 }
+
+// CarriesCertificate reports whether a ramdisk's result of kind carries its
+// certificate: a disk.wipe's, whose signed attestations the control plane
+// verifies against it (wipe.verify). A result stays in Temporal's history
+// and goes through the workflow's task and activity payloads; the
+// certificate was two thirds of a deploy.image or boot.kexec result.
+func CarriesCertificate(kind string) bool { return kind == DiskWipe }
 
 // Progress is what a ramdisk reports while a command runs; the relay
 // activity heartbeats with it so a retry resumes.

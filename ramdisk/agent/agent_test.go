@@ -18,13 +18,28 @@ import (
 	"github.com/better-compute/better-compute/ramdisk/agent/agenttest"
 )
 
-// certKey returns the ed25519 key a result's certificate certifies, after
-// checking the certificate with the relay's CA and its identity.
+// certKey returns the ed25519 key that signed a result, after checking its
+// certificate with the relay's CA and its identity: the one the result
+// carries, which only a kind that carries one has (kinds.CarriesCertificate),
+// else the one the node's ramdisk joined with.
 func certKey(t *testing.T, relay *agenttest.Relay, res kinds.Result, node string) ed25519.PublicKey {
 	t.Helper()
-	cert, err := pki.ParseCert(res.CertPEM)
+	certPEM := res.CertPEM
+	switch carries := kinds.CarriesCertificate(res.Kind); {
+	case carries && len(certPEM) == 0:
+		t.Fatalf("%s result carries no certificate: the control plane checks its signature with it", res.Kind)
+	case !carries && len(certPEM) > 0:
+		t.Fatalf("%s result carries the ramdisk's certificate (%d bytes), which only a %s result needs", res.Kind, len(certPEM), kinds.DiskWipe)
+	case !carries:
+		for _, j := range relay.Joins() {
+			if j.NodeID == node {
+				certPEM = j.Cert
+			}
+		}
+	}
+	cert, err := pki.ParseCert(certPEM)
 	if err != nil {
-		t.Fatalf("ParseCert(result.CertPEM) = %v", err)
+		t.Fatalf("ParseCert(%s result's certificate) = %v", res.Kind, err)
 	}
 	role, id, err := relay.CA.Verify(cert)
 	if err != nil || role != pki.RoleRamdisk || id != node {

@@ -115,7 +115,9 @@ func (a *agent) execute(ctx context.Context, cmd kinds.Command) (res kinds.Resul
 		log.Info("ramdisk: command done", "took", time.Since(start))
 	}
 	res.Signature = ed25519.Sign(a.key, res.Payload)
-	res.CertPEM = a.relay.certPEM
+	if kinds.CarriesCertificate(cmd.Kind) {
+		res.CertPEM = a.relay.certPEM
+	}
 	res.Finished = time.Now().UTC()
 	return res
 }
