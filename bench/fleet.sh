@@ -61,13 +61,14 @@ END {
 			v["ours", n, "cpu-s/loop"], v["bare", n, "cpu-s/loop"], v["ours", n, "cpu-ours/bare"], v["ours", n, "cpu-s-rack/loop"]
 	}
 	print ""
-	printf "%4s | %34s | %34s\n", "", "ours: s a loop", "bare: s a loop"
-	printf "%4s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s\n", "N", "wall", "in-act", "a-wait", "in-wft", "w-wait", "wall", "in-act", "a-wait", "in-wft", "w-wait"
+	printf "%4s | %41s | %41s\n", "", "ours: s a loop", "bare: s a loop"
+	printf "%4s | %6s %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s\n", "N", "wall", "in-act", "a-wait", "in-wft", "w-wait", "1st-w",
+		"wall", "in-act", "a-wait", "in-wft", "w-wait", "1st-w"
 	for (i = 1; i <= count; i++) {
 		n = order[i]
-		printf "%4s | %6.3f %6.3f %6.3f %6.3f %6.3f | %6.3f %6.3f %6.3f %6.3f %6.3f\n", n,
-			v["ours", n, "s-wall/loop"], v["ours", n, "s-in-acts/loop"], v["ours", n, "s-act-wait/loop"], v["ours", n, "s-in-tasks/loop"], v["ours", n, "s-task-wait/loop"],
-			v["bare", n, "s-wall/loop"], v["bare", n, "s-in-acts/loop"], v["bare", n, "s-act-wait/loop"], v["bare", n, "s-in-tasks/loop"], v["bare", n, "s-task-wait/loop"]
+		printf "%4s | %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f | %6.3f %6.3f %6.3f %6.3f %6.3f %6.3f\n", n,
+			v["ours", n, "s-wall/loop"], v["ours", n, "s-in-acts/loop"], v["ours", n, "s-act-wait/loop"], v["ours", n, "s-in-tasks/loop"], v["ours", n, "s-task-wait/loop"], v["ours", n, "s-first-wait/loop"],
+			v["bare", n, "s-wall/loop"], v["bare", n, "s-in-acts/loop"], v["bare", n, "s-act-wait/loop"], v["bare", n, "s-in-tasks/loop"], v["bare", n, "s-task-wait/loop"], v["bare", n, "s-first-wait/loop"]
 	}
 	print ""
 	print "loop     deploy + undeploy (wipe quick) of every machine at once, after a one-time enroll and one warm-up loop;"
@@ -79,7 +80,8 @@ END {
 	print "wall s   one machine loop, its workflows from start to close (mean, p50, p99 over the machines'"'"' loops)."
 	print "         Below, where a machine'"'"'s loop went, ours'"'"'s and bare'"'"'s (mean, from history): in-act regular activities"
 	print "         running, a-wait waiting for a worker; in-wft workflow tasks running (workflow code, local activities),"
-	print "         w-wait waiting for a worker; the rest is between them"
+	print "         w-wait waiting for a worker, of which 1st-w the first task of each workflow (on the task queue, for any poller);"
+	print "         the rest is between them"
 	print "RSS      peak MiB of the test process in ours'"'"'s loops (control plane, embedded Temporal, site agent); pg: Postgres tree, sampled;"
 	print "         rack: the emulated rack'"'"'s process (BMCs, ramdisks), sampled; none for bare, which runs in the same"
 	print "         process beside our idle control plane"

@@ -89,7 +89,9 @@ var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a 
 // running: the site, ramdisk and control-plane work), s-act-wait/loop
 // (regular activities waiting for a worker), s-in-tasks/loop (workflow
 // tasks running: workflow code and local activities), s-task-wait/loop
-// (workflow tasks waiting for a worker); cpu-s/loop (this process's CPU
+// (workflow tasks waiting for a worker) and of it s-first-wait/loop (each
+// workflow's first task, which waits for any poller of the task queue);
+// cpu-s/loop (this process's CPU
 // seconds a loop of the side's own); ours only: MiB-peak-RSS (VmHWM of this
 // test process, reset before each of ours's loops: the control plane,
 // embedded Temporal and site agent), MiB-pg-peak-RSS and MiB-rack-peak-RSS
@@ -628,6 +630,7 @@ func reportFleet(b *testing.B, prefix string, st runStats, elapsed, cpu time.Dur
 	b.ReportMetric(each(st.time.ActivityWait), prefix+"s-act-wait/loop")
 	b.ReportMetric(each(st.time.InTasks), prefix+"s-in-tasks/loop")
 	b.ReportMetric(each(st.time.TaskWait), prefix+"s-task-wait/loop")
+	b.ReportMetric(each(st.time.FirstTaskWait), prefix+"s-first-wait/loop")
 	b.ReportMetric(quantile(st.loopWalls, 0.50).Seconds(), prefix+"s-p50/loop")
 	b.ReportMetric(quantile(st.loopWalls, 0.99).Seconds(), prefix+"s-p99/loop")
 	b.ReportMetric(float64(st.offPlan), prefix+"off-plan-runs")

@@ -17,6 +17,22 @@ import (
 	wf "github.com/better-compute/better-compute/workflows"
 )
 
+// Pollers is how many long polls each of our workers keeps open on its task
+// queue for workflow tasks, and as many for activity tasks (the SDK's
+// default is 2 of each). A workflow's first task waits on the queue for any
+// of its pollers, the later ones go to the worker that ran the first: with
+// a verb started on 20 machines at once, 2 pollers left each first task
+// waiting 1.0–1.4 s on 2 cores, 8 pollers 0.16 s, and the 20 machines'
+// loops ran 20% faster (BenchmarkFleet, its 1st-w column).
+const Pollers = 8
+
+// Options are the options every worker of ours starts from: each
+// registration under its explicit name, and Pollers.
+func Options() sdkworker.Options {
+	return sdkworker.Options{DisableRegistrationAliasing: true,
+		MaxConcurrentWorkflowTaskPollers: Pollers, MaxConcurrentActivityTaskPollers: Pollers}
+}
+
 // RegisterWorkflows registers every workflow on r (a worker or a replayer).
 func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 	for name, f := range wf.Workflows() {
@@ -30,7 +46,7 @@ func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 // control-plane step without a Run is an error naming it. verbs, when not
 // nil, hears each verb's workflow start and end.
 func ControlPlane(c client.Client, acts *controlplane.Activities, vo VerbObserver) (sdkworker.Worker, error) {
-	opts := sdkworker.Options{DisableRegistrationAliasing: true}
+	opts := Options()
 	if vo != nil {
 		opts.Interceptors = append(opts.Interceptors, &verbs{o: vo})
 	}
@@ -63,7 +79,8 @@ type SiteOptions struct {
 // activities and the site and ramdisk steps of o.Steps; a site step
 // without a Run that no activity serves is an error naming it.
 func Site(c client.Client, siteID string, acts ActivityRegistrar, o SiteOptions) (sdkworker.Worker, error) {
-	opts := sdkworker.Options{DisableRegistrationAliasing: true, OnFatalError: o.OnFatalError}
+	opts := Options()
+	opts.OnFatalError = o.OnFatalError
 	if o.Attempts != nil {
 		log := o.Logger
 		if log == nil {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/startid"
+	bcworker "github.com/better-compute/better-compute/worker"
 )
 
 // Kind is where an activity of a plan runs.
@@ -119,7 +120,7 @@ type Baseline struct {
 // on AwayQueue (the activity). The clients stay the caller's.
 func Start(cfg Config) (*Baseline, error) {
 	b := &Baseline{cfg: cfg}
-	opts := worker.Options{DisableRegistrationAliasing: true} // as better-compute's workers
+	opts := bcworker.Options() // as better-compute's workers
 	home := worker.New(cfg.Home, HomeQueue, opts)
 	home.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: "bare.loop"})
 	home.RegisterActivityWithOptions(b.noop, activity.RegisterOptions{Name: "bare.noop"})

@@ -203,11 +203,13 @@ func TestTimes(t *testing.T) {
 			ev(5, 1000, &historypb.ActivityTaskScheduledEventAttributes{ActivityType: &commonpb.ActivityType{Name: "power.setPower"}}),
 			ev(6, 2000, &historypb.ActivityTaskStartedEventAttributes{ScheduledEventId: 5}),
 			ev(7, 5000, &historypb.ActivityTaskCompletedEventAttributes{StartedEventId: 6}),
+			ev(8, 5000, nil), // workflow task scheduled
+			ev(9, 5005, &historypb.WorkflowTaskStartedEventAttributes{ScheduledEventId: 8}),
 			ev(10, 5800, &historypb.ActivityTaskScheduledEventAttributes{ActivityType: &commonpb.ActivityType{Name: "disk.wipe"}}),
 			ev(11, 6000, &historypb.ActivityTaskStartedEventAttributes{ScheduledEventId: 10}),
 			ev(12, 6500, &historypb.ActivityTaskFailedEventAttributes{StartedEventId: 11}),
 			ev(20, 10000, nil),
-		}, Timing{Wall: ms(10000), InActivities: ms(3500), ActivityWait: ms(1200), InTasks: ms(100), TaskWait: ms(30),
+		}, Timing{Wall: ms(10000), InActivities: ms(3500), ActivityWait: ms(1200), InTasks: ms(100), TaskWait: ms(35), FirstTaskWait: ms(30),
 			ByType: map[string]Running{"power.setPower": {1, ms(3000)}, "disk.wipe": {1, ms(500)}}}},
 	} {
 		if diff := cmp.Diff(tc.want, Times(tc.history)); diff != "" {

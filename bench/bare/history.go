@@ -100,6 +100,10 @@ type Timing struct {
 	// completed: the workflow's code and its local activities; TaskWait
 	// how long they waited for a worker, from scheduled to started.
 	InTasks, TaskWait time.Duration
+	// FirstTaskWait is the first workflow task's part of TaskWait: it waits
+	// on the task queue for any of the workers' pollers, where the later
+	// ones go to the worker that ran the first (its sticky queue).
+	FirstTaskWait time.Duration
 	// ByType splits InActivities by activity type.
 	ByType map[string]Running
 }
@@ -118,6 +122,7 @@ func (t *Timing) Add(o Timing) {
 	t.ActivityWait += o.ActivityWait
 	t.InTasks += o.InTasks
 	t.TaskWait += o.TaskWait
+	t.FirstTaskWait += o.FirstTaskWait
 	for typ, r := range o.ByType {
 		t.ran(typ, r)
 	}
@@ -146,6 +151,7 @@ func Times(history []*historypb.HistoryEvent) Timing {
 		}
 		return 0
 	}
+	sawTask := false
 	for _, ev := range history {
 		at[ev.GetEventId()] = ev.GetEventTime().AsTime()
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
@@ -164,7 +170,13 @@ func Times(history []*historypb.HistoryEvent) Timing {
 			t.InActivities += ran
 			t.ran(typeOf[started], Running{N: 1, Took: ran})
 		}
-		t.TaskWait += since(ev.GetWorkflowTaskStartedEventAttributes().GetScheduledEventId(), ev)
+		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
+			wait := since(a.GetScheduledEventId(), ev)
+			if !sawTask {
+				sawTask, t.FirstTaskWait = true, wait
+			}
+			t.TaskWait += wait
+		}
 		t.InTasks += since(max(ev.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId(),
 			ev.GetWorkflowTaskFailedEventAttributes().GetStartedEventId(),
 			ev.GetWorkflowTaskTimedOutEventAttributes().GetStartedEventId()), ev)
