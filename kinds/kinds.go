@@ -226,7 +226,7 @@ type Result struct {
 // certificate: a disk.wipe's, whose signed attestations the control plane
 // verifies against it (wipe.verify). A result stays in Temporal's history
 // and goes through the workflow's task and activity payloads; the
-// certificate was two thirds of a deploy.image or boot.kexec result.
+// certificate was more than half of a deploy.image or boot.kexec result.
 func CarriesCertificate(kind string) bool { return kind == DiskWipe }
 
 // Progress is what a ramdisk reports while a command runs; the relay

@@ -22,8 +22,8 @@ import (
 // default is 2 of each). A workflow's first task waits on the queue for any
 // of its pollers, the later ones go to the worker that ran the first: with
 // a verb started on 20 machines at once, 2 pollers left each first task
-// waiting 1.0–1.4 s on 2 cores, 8 pollers 0.16 s, and the 20 machines'
-// loops ran 20% faster (BenchmarkFleet, its 1st-w column).
+// waiting 1.0–1.4 s on 2 cores, 8 pollers 0.14–0.16 s, and the 20
+// machines' loops ran 20–29% faster (BenchmarkFleet, its 1st-w column).
 const Pollers = 8
 
 // Options are the options every worker of ours starts from: each
