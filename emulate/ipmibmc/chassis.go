@@ -4,8 +4,12 @@ package ipmibmc
 // (0 or 1) and the boot device ipmi_sim passes on (none, pxe, default for
 // the hard disk, cdrom, bios) in files of its directory, logs every set, and
 // lands power changes after the seconds in the file delay (0 when absent),
-// as real machines do. A power-on or reset appends the boot device to
-// boots, which the BMC's watcher turns into the machine's boot (watch.go).
+// as real machines do. A reset, and a power-on once its power has landed,
+// append the boot device to boots, which the BMC's watcher turns into the
+// machine's boot (watch.go): a boot seen before the power file said on
+// had the machine, which stops its ramdisk when it finds its power off
+// (emulate's watchPower), stop the ramdisk it had just booted, and stay
+// off with its BMC on until something booted it again.
 // ipmi_sim does not tell it when a boot-once override is consumed, so a
 // machine boots from the device last set until another is set. power and
 // boot are replaced by rename, never rewritten in place: ipmi_sim reads
@@ -20,9 +24,14 @@ put() { # put FILE VALUE: replace the file whole
 	t=$(mktemp "$dir/.$1.XXXXXX") && echo "$2" > "$t" && mv -f "$t" "$dir/$1"
 }
 power() { # power VALUE: now or after the delay, in the background
-	if [ "$1" = 1 ] && [ "$(cat "$dir/power")" = 0 ]; then cat "$dir/boot" >> "$dir/boots"; fi
-	if [ "$delay" = 0 ]; then put power "$1"; return; fi
-	( sleep "$delay"; put power "$1" ) >/dev/null 2>&1 &
+	dev= # a power-on boots the device set now, once the power has landed
+	if [ "$1" = 1 ] && [ "$(cat "$dir/power")" = 0 ]; then dev=$(cat "$dir/boot"); fi
+	if [ "$delay" = 0 ]; then land "$1" "$dev"; return; fi
+	( sleep "$delay"; land "$1" "$dev" ) >/dev/null 2>&1 &
+}
+land() { # land VALUE DEVICE: the power, then the boot from DEVICE if any
+	put power "$1"
+	if [ -n "$2" ]; then echo "$2" >> "$dir/boots"; fi
 }
 case $op in
 get)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,6 +82,40 @@ func TestChassisControlBootsTheMachine(t *testing.T) {
 	b.Close()
 	if out, err := b.IPMItool("chassis", "power", "status"); err == nil {
 		t.Errorf("ipmitool after Close() = %q, want no answer", out)
+	}
+}
+
+// TestPowerOnBootsOnceThePowerLanded: with power changes landing late, as
+// on a real machine, a power-on calls OnBoot only after Power() says on. A
+// boot called while the power was still off had the rack's machine, which
+// stops its ramdisk when it sees its power off, stop the ramdisk it had just
+// booted and stay off (a demo's undeploy stalled twice for the 5 minutes of
+// a ramdisk boot's bound).
+func TestPowerOnBootsOnceThePowerLanded(t *testing.T) {
+	t.Parallel()
+	needTools(t)
+	powerAtBoot := make(chan bmc.PowerState, 10)
+	var started atomic.Pointer[BMC]
+	b, err := Start(t.TempDir(), Config{Username: "admin", Password: "nineteen-bytes-long",
+		ProductUUID: "4c4c4544-0042-3410-8057-b4c04f4d3332", PowerDelay: 3 * poll,
+		OnBoot: func(bmc.BootDevice) { powerAtBoot <- started.Load().Power() }})
+	if err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	started.Store(b)
+	t.Cleanup(b.Close)
+	for _, args := range [][]string{{"chassis", "bootdev", "pxe"}, {"chassis", "power", "on"}} {
+		if out, err := b.IPMItool(args...); err != nil {
+			t.Fatalf("ipmitool %v = %v: %s", args, err, out)
+		}
+	}
+	select {
+	case p := <-powerAtBoot:
+		if p != bmc.On {
+			t.Errorf("Power() when OnBoot was called = %q, want on: the machine booted before its power landed", p)
+		}
+	case <-time.After(10 * poll):
+		t.Fatal("OnBoot not called after a power-on")
 	}
 }
 
