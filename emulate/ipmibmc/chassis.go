@@ -6,10 +6,11 @@ package ipmibmc
 // lands power changes after the seconds in the file delay (0 when absent),
 // as real machines do. A reset, and a power-on once its power has landed,
 // append the boot device to boots, which the BMC's watcher turns into the
-// machine's boot (watch.go): a boot seen before the power file said on
-// had the machine, which stops its ramdisk when it finds its power off
-// (emulate's watchPower), stop the ramdisk it had just booted, and stay
-// off with its BMC on until something booted it again.
+// machine's boot (watch.go). The order matters: the rack's machine stops
+// its ramdisk when it finds its power off (emulate's watchPower), so a boot
+// seen before the power file said on was stopped at once, and the machine
+// stayed off with its BMC on. The Redfish BMC, too, sets the power before
+// it calls its boot hook (powerOnLocked).
 // ipmi_sim does not tell it when a boot-once override is consumed, so a
 // machine boots from the device last set until another is set. power and
 // boot are replaced by rename, never rewritten in place: ipmi_sim reads
