@@ -198,6 +198,17 @@ func (w *CommandWrites) Ended(c Command, whole bool) {
 			})
 		return
 	}
+	w.queueWhole(c, func(tag pgconn.CommandTag) error {
+		if tag.RowsAffected() == 0 {
+			w.conflicts = append(w.conflicts, fmt.Sprintf("step %s of workflow %s run %s (%s)", c.Step, c.WorkflowID, c.RunID, c.Kind))
+		}
+		return nil
+	})
+}
+
+// queueWhole queues c's whole row, written over a row of its step and kind;
+// done reads how many rows it wrote (0: another kind holds the step).
+func (w *CommandWrites) queueWhole(c Command, done func(pgconn.CommandTag) error) {
 	w.b.Queue(`
 		INSERT INTO commands (id, tenant_id, node_id, site_id, kind, runs_on, workflow_id, run_id, step, attempt,
 			status, error_kind, error, started_at, finished_at)
@@ -207,14 +218,23 @@ func (w *CommandWrites) Ended(c Command, whole bool) {
 			error = EXCLUDED.error, finished_at = EXCLUDED.finished_at
 		WHERE commands.kind = EXCLUDED.kind`,
 		c.ID, c.TenantID, c.NodeID, c.SiteID, c.Kind, c.RunsOn, c.WorkflowID, c.RunID, c.Step, max(c.Attempt, 1),
-		c.Status, c.ErrorKind, c.Error, c.StartedAt, c.FinishedAt).
-		Exec(func(tag pgconn.CommandTag) error {
-			if tag.RowsAffected() == 0 {
-				w.conflicts = append(w.conflicts, fmt.Sprintf("step %s of workflow %s run %s (%s)", c.Step, c.WorkflowID, c.RunID, c.Kind))
-			}
-			return nil
-		})
+		c.Status, c.ErrorKind, c.Error, c.StartedAt, c.FinishedAt).Exec(done)
 }
+
+// Ran queues c's start and outcome at once: the whole row as Ended with
+// whole writes it, over a start already there, and Found says whether it
+// holds c (not when a command of another kind holds the step; then the
+// run's flush, writing it whole, says ALREADY_EXISTS). The command log's
+// writer queues it for a command whose start and outcome it has together.
+func (w *CommandWrites) Ran(c Command) {
+	w.queueWhole(c, func(tag pgconn.CommandTag) error {
+		w.found = append(w.found, tag.RowsAffected() == 1)
+		return nil
+	})
+}
+
+// Len is how many writes w holds.
+func (w *CommandWrites) Len() int { return w.b.Len() }
 
 // Found says, once WriteCommands committed w, whether each outcome queued
 // by Ended without whole found its step's row of its kind, in the order

@@ -148,3 +148,35 @@ func TestFlushAfterTheWriter(t *testing.T) {
 		t.Errorf("command.flush of what the writer committed, the database gone = %v, want nil", err)
 	}
 }
+
+// TestCommandLogFolds: a command whose start and outcome reach the writer
+// within its gathering is written once, start and outcome in one row write
+// (two commands: two writes, not four), and a flush cuts the gathering
+// short: with the writer set to gather for a minute, the writer has
+// committed the flush's commands as they stand when the flush returns (a
+// flush that waited out its 5 s for the writer writes them itself).
+func TestCommandLogFolds(t *testing.T) {
+	l := newCommandLog(t)
+	a := &controlplane.Activities{Store: l.f.s}
+	controlplane.LingerWriter(a, time.Minute)
+	l.queue(a, kinds.CommandQueue{Start: l.rec(1, kinds.BootSetEntry, "")})
+	l.queue(a, kinds.CommandQueue{Outcome: l.rec(1, kinds.BootSetEntry, kinds.CommandSucceeded),
+		Start: l.rec(2, kinds.PowerSetPower, "")})
+	l.queue(a, kinds.CommandQueue{Outcome: l.rec(2, kinds.PowerSetPower, kinds.CommandFailed),
+		Start: l.rec(3, kinds.DiskWipe, "")})
+	if got := l.log(); len(got) != 0 {
+		t.Errorf("command log while the writer gathers = %v, want nothing yet", got)
+	}
+	flush := kinds.CommandFlush{Commands: []kinds.CommandRecord{*l.rec(1, kinds.BootSetEntry, kinds.CommandSucceeded),
+		*l.rec(2, kinds.PowerSetPower, kinds.CommandFailed)}}
+	if err := l.flush(a, flush); err != nil {
+		t.Fatalf("command.flush = %v", err)
+	}
+	want := map[string]string{"01.boot.setEntry": "succeeded 1s", "02.power.setPower": "failed 2s", "03.disk.wipe": "sent 3s"}
+	if diff := cmp.Diff(want, l.log()); diff != "" {
+		t.Errorf("command log as command.flush returns (-want +got):\n%s", diff)
+	}
+	if got := controlplane.WriterWrites(a); got != 3 {
+		t.Errorf("the writer sent %d writes for two ended commands and a third's start, want 3 (one a command)", got)
+	}
+}
