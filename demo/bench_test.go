@@ -91,9 +91,10 @@ var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a 
 // tasks running: workflow code and local activities), s-task-wait/loop
 // (workflow tasks waiting for a worker) and of it s-first-wait/loop (each
 // workflow's first task, which waits for any poller of the task queue);
-// cpu-s/loop (this process's CPU seconds a loop of the side's own); ours only: MiB-peak-RSS (VmHWM of this
-// test process, reset before each of ours's loops: the control plane,
-// embedded Temporal and site agent), MiB-pg-peak-RSS and MiB-rack-peak-RSS
+// cpu-s/loop (this process's CPU seconds a loop of the side's own); ours
+// only: MiB-peak-RSS (VmHWM of this test process, reset before each of
+// ours's loops: the control plane, embedded Temporal and site agent),
+// MiB-pg-peak-RSS and MiB-rack-peak-RSS
 // (Postgres's tree and the emulated rack's process, which runs the
 // machines' BMCs and ramdisks, sampled every second, shared pages counted
 // once), cpu-s-pg/loop and cpu-s-rack/loop (Postgres's, the rack's);

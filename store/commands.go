@@ -237,8 +237,8 @@ func (w *CommandWrites) Ran(c Command) {
 func (w *CommandWrites) Len() int { return w.b.Len() }
 
 // Found says, once WriteCommands committed w, whether each outcome queued
-// by Ended without whole found its step's row of its kind, in the order
-// queued.
+// by Ended without whole, or by Ran, found or wrote its step's row of its
+// kind, in the order queued.
 func (w *CommandWrites) Found() []bool { return w.found }
 
 // WriteCommands commits w's writes in one transaction and one round trip.

@@ -345,11 +345,12 @@ func (a *Activities) writeQueued(batch []kinds.CommandQueue) ([]bool, error) {
 	}
 }
 
-// queueBatch queues what batch records, in order, each command once: a
+// queueBatch queues what batch records, in order: each record's outcome
+// of the last command, then its start of the next, each command once: a
 // start whose outcome the batch holds too is not written apart, its
-// outcome writes the whole row (store.CommandWrites.Ran) where the start
-// would have been, so the outcomes' writes stay one a record, in order,
-// as wrote reads them.
+// outcome writes the whole row (store.CommandWrites.Ran) where it would
+// have updated the start's, so the outcomes' writes stay one a record, in
+// order, as wrote reads them.
 func queueBatch(w *store.CommandWrites, batch []kinds.CommandQueue) {
 	ended := map[stepKey]*kinds.CommandRecord{}
 	for _, q := range batch {
@@ -376,17 +377,6 @@ func queueBatch(w *store.CommandWrites, batch []kinds.CommandQueue) {
 	}
 }
 
-// queueWrites queues what q records: the last command's outcome, then the
-// next command's start.
-func queueWrites(w *store.CommandWrites, q kinds.CommandQueue) {
-	if q.Outcome != nil {
-		w.Ended(storeCommand(*q.Outcome), false)
-	}
-	if q.Start != nil {
-		w.Sent(storeCommand(*q.Start))
-	}
-}
-
 func storeCommand(c kinds.CommandRecord) store.Command {
 	out := store.Command{ID: ids.New(ids.Command), TenantID: c.TenantID, NodeID: c.NodeID, SiteID: c.SiteID,
 		Kind: c.Kind, RunsOn: c.RunsOn, WorkflowID: c.WorkflowID, RunID: c.RunID, Step: c.Step, Attempt: c.Attempt,
@@ -403,7 +393,7 @@ func storeCommand(c kinds.CommandRecord) store.Command {
 func (a *Activities) QueueCommand(ctx context.Context, q kinds.CommandQueue) (string, error) {
 	if !a.queueCommand(q) {
 		var w store.CommandWrites
-		queueWrites(&w, q)
+		queueBatch(&w, []kinds.CommandQueue{q})
 		if err := a.Store.WriteCommands(ctx, &w); err != nil {
 			return "", errs.ToTemporal(err)
 		}
