@@ -116,11 +116,11 @@ func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*
 	if err := s.precheckServeHosts(ctx, m); err != nil {
 		return nil, err
 	}
-	adm, err := s.admit(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	out, err := s.certify(ctx, adm, pub, m.PublicKeyPem, m.ServeHosts, false)
+	var out *v1.JoinResponse
+	adm, err := s.admit(ctx, m, func(adm admission) (c store.Certificate, err error) {
+		out, c, err = s.certify(ctx, adm, pub, m.PublicKeyPem, m.ServeHosts, false)
+		return c, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -130,9 +130,11 @@ func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*
 
 // certify issues the admitted agent's certificate for pub (and, to a site
 // agent that names serve hosts, its serving certificate, by the serving-name
-// rule), records it, and builds the answer: a site agent also gets its
-// Temporal settings and the codec key.
-func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, pubPEM []byte, serveHosts []string, renewal bool) (*v1.JoinResponse, error) {
+// rule) and builds the answer: a site agent also gets its Temporal settings
+// and the codec key. It returns the certificate's record too, for the
+// caller to store: a join in the transaction that spends its token, a
+// renewal on its own.
+func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, pubPEM []byte, serveHosts []string, renewal bool) (*v1.JoinResponse, store.Certificate, error) {
 	out := &v1.JoinResponse{CaPem: s.a.CA.CertPEM(), Identity: adm.identity, SiteId: adm.site, TenantId: adm.tenant}
 	var err error
 	if adm.role == pki.RoleSite {
@@ -142,37 +144,36 @@ func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, 
 		}
 		out.TaskQueue = kinds.SiteTaskQueue(adm.site)
 		if s.a.CodecKey == nil {
-			return nil, errs.New(errs.Internal, "the agents' listener has no payload keys")
+			return nil, store.Certificate{}, errs.New(errs.Internal, "the agents' listener has no payload keys")
 		}
 		if out.CodecKey, err = s.a.CodecKey(ctx, adm.tenant); err != nil {
-			return nil, err
+			return nil, store.Certificate{}, err
 		}
 		out.TemporalTls, out.TemporalServerName = s.a.TemporalTLS, s.a.TemporalServerName
 		if out.ServingCertPem, err = s.servingCert(ctx, adm, pub, serveHosts, renewal); err != nil {
-			return nil, err
+			return nil, store.Certificate{}, err
 		}
 	}
 	certPEM, err := s.a.CA.Issue(pub, adm.role, adm.identity, adm.ttl)
 	if err != nil {
-		return nil, err
+		return nil, store.Certificate{}, err
 	}
 	out.CertPem = certPEM
 	cert, err := pki.ParseCert(certPEM)
 	if err != nil {
-		return nil, err
+		return nil, store.Certificate{}, err
 	}
-	if err := s.store.RecordCertificate(ctx, store.Certificate{Serial: cert.SerialNumber.Text(16), TenantID: adm.tenant,
+	return out, store.Certificate{Serial: cert.SerialNumber.Text(16), TenantID: adm.tenant,
 		Role: string(adm.role), Identity: adm.identity, SiteID: adm.site, TokenID: adm.token,
-		PublicKey: pubPEM, CertPEM: certPEM, ExpiresAt: cert.NotAfter}); err != nil {
-		return nil, err
-	}
-	return out, nil
+		PublicKey: pubPEM, CertPEM: certPEM, ExpiresAt: cert.NotAfter}, nil
 }
 
-// admit consumes the token for the role asked. A ramdisk or machine token
-// brought by a site agent must be for a node of that agent's site; one
-// that is not is refused unspent.
-func (s join) admit(ctx context.Context, m *v1.JoinRequest) (admission, error) {
+// admit consumes the token for the role asked and records the certificate
+// certify issues for what it admits, in one transaction: a token is spent
+// only with its certificate on record. A ramdisk or machine token brought
+// by a site agent must be for a node of that agent's site; one that is not
+// is refused unspent.
+func (s join) admit(ctx context.Context, m *v1.JoinRequest, certify func(admission) (store.Certificate, error)) (admission, error) {
 	if _, _, err := pki.ParseToken(m.Token); err != nil {
 		return admission{}, err
 	}
@@ -180,11 +181,12 @@ func (s join) admit(ctx context.Context, m *v1.JoinRequest) (admission, error) {
 	now := s.now()
 	switch pki.Role(m.Role) {
 	case pki.RoleSite:
-		t, err := s.store.ConsumeSiteToken(ctx, hash, now)
-		if err != nil {
-			return admission{}, err
-		}
-		return admission{role: pki.RoleSite, tenant: t.TenantID, site: t.SiteID, identity: t.SiteID, token: t.ID, ttl: siteCertTTL}, nil
+		var adm admission
+		_, err := s.store.ConsumeSiteTokenFor(ctx, hash, now, func(t store.SiteToken) (store.Certificate, error) {
+			adm = admission{role: pki.RoleSite, tenant: t.TenantID, site: t.SiteID, identity: t.SiteID, token: t.ID, ttl: siteCertTTL}
+			return certify(adm)
+		})
+		return adm, err
 	case pki.RoleRamdisk, pki.RoleNode:
 		kind, ttl := string(pki.TokenDiscovery), ramdiskCertTTL
 		if pki.Role(m.Role) == pki.RoleNode {
@@ -194,11 +196,12 @@ func (s join) admit(ctx context.Context, m *v1.JoinRequest) (admission, error) {
 		if role, peerSite, ok := s.a.peer(ctx); ok && role == pki.RoleSite {
 			site = peerSite
 		}
-		t, err := s.store.ConsumeJoinToken(ctx, hash, kind, site, now)
-		if err != nil {
-			return admission{}, err
-		}
-		return admission{role: pki.Role(m.Role), tenant: t.TenantID, site: t.SiteID, identity: t.NodeID, token: t.ID, ttl: ttl}, nil
+		var adm admission
+		_, err := s.store.ConsumeJoinTokenFor(ctx, hash, kind, site, now, func(t store.JoinToken) (store.Certificate, error) {
+			adm = admission{role: pki.Role(m.Role), tenant: t.TenantID, site: t.SiteID, identity: t.NodeID, token: t.ID, ttl: ttl}
+			return certify(adm)
+		})
+		return adm, err
 	}
 	return admission{}, errs.Invalid("role", "want site, ramdisk or node, got %s", quote(m.Role))
 }

@@ -70,7 +70,10 @@ func (s join) renew(ctx context.Context, cert *x509.Certificate, serveHosts []st
 	if role == pki.RoleNode {
 		adm.ttl = nodeCertTTL
 	}
-	out, err := s.certify(ctx, adm, pub, pubPEM, serveHosts, true)
+	out, c, err := s.certify(ctx, adm, pub, pubPEM, serveHosts, true)
+	if err == nil {
+		err = s.store.RecordCertificate(ctx, c)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -43,11 +43,57 @@ func createJoinToken(ctx context.Context, db pgxQuerier, t JoinToken, hash []byt
 // UNAUTHENTICATED, saying which, never the token. A token refused for its
 // site is not spent.
 func (s *Store) ConsumeJoinToken(ctx context.Context, hash []byte, kind, site string, now time.Time) (JoinToken, error) {
+	return consumeJoinToken(ctx, s.pool, hash, kind, site, now)
+}
+
+// ConsumeJoinTokenFor is ConsumeJoinToken that records, in the same
+// transaction, the certificate certify issues for the token: the token is
+// spent only with its certificate on record, so a join that fails between
+// the two (the CA, the database) can be made again with the same token, and
+// a join commits once. certify's error is returned as it is.
+func (s *Store) ConsumeJoinTokenFor(ctx context.Context, hash []byte, kind, site string, now time.Time,
+	certify func(JoinToken) (Certificate, error)) (JoinToken, error) {
+	var t JoinToken
+	err := inCertifyingTx(ctx, s, "store.ConsumeJoinToken", func(tx pgx.Tx) (func() (Certificate, error), error) {
+		var err error
+		t, err = consumeJoinToken(ctx, tx, hash, kind, site, now)
+		return func() (Certificate, error) { return certify(t) }, err
+	})
+	if err != nil {
+		return JoinToken{}, err
+	}
+	return t, nil
+}
+
+// inCertifyingTx runs consume in a transaction and, when it admits, records
+// the certificate its certify issues there too, then commits. certify's
+// error is returned as it is; the others are op's.
+func inCertifyingTx(ctx context.Context, s *Store, op string, consume func(pgx.Tx) (func() (Certificate, error), error)) error {
+	var certErr error
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		certify, err := consume(tx)
+		if err != nil {
+			return err
+		}
+		c, err := certify()
+		if err != nil {
+			certErr = err
+			return err
+		}
+		return recordCertificate(ctx, tx, c)
+	})
+	if certErr != nil {
+		return certErr
+	}
+	return dbError(op, err)
+}
+
+func consumeJoinToken(ctx context.Context, db pgxQuerier, hash []byte, kind, site string, now time.Time) (JoinToken, error) {
 	const op = "store.ConsumeJoinToken"
 	var t JoinToken
 	var claimed bool
 	var used *time.Time
-	err := s.pool.QueryRow(ctx, `
+	err := db.QueryRow(ctx, `
 		WITH claimed AS (
 			UPDATE join_tokens SET used_at = $3
 			WHERE hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3 AND ($4 = '' OR site_id = $4)
@@ -84,7 +130,11 @@ type Certificate struct {
 
 // RecordCertificate stores an issued certificate.
 func (s *Store) RecordCertificate(ctx context.Context, c Certificate) error {
-	_, err := s.pool.Exec(ctx, `
+	return recordCertificate(ctx, s.pool, c)
+}
+
+func recordCertificate(ctx context.Context, db pgxQuerier, c Certificate) error {
+	_, err := db.Exec(ctx, `
 		INSERT INTO certificates (serial, tenant_id, role, identity, site_id, token_id, public_key, cert_pem, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		c.Serial, c.TenantID, c.Role, c.Identity, c.SiteID, c.TokenID, c.PublicKey, c.CertPEM, c.ExpiresAt)

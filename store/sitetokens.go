@@ -50,8 +50,29 @@ func (s *Store) CreateSiteToken(ctx context.Context, t SiteToken, hash []byte) (
 // ConsumeSiteToken uses up the token with this hash at now: it succeeds once.
 // An unknown, used or expired token is UNAUTHENTICATED, saying which.
 func (s *Store) ConsumeSiteToken(ctx context.Context, hash []byte, now time.Time) (SiteToken, error) {
+	return consumeSiteToken(ctx, s.pool, hash, now)
+}
+
+// ConsumeSiteTokenFor is ConsumeSiteToken that records, in the same
+// transaction, the certificate certify issues for the token (see
+// ConsumeJoinTokenFor).
+func (s *Store) ConsumeSiteTokenFor(ctx context.Context, hash []byte, now time.Time,
+	certify func(SiteToken) (Certificate, error)) (SiteToken, error) {
+	var t SiteToken
+	err := inCertifyingTx(ctx, s, "store.ConsumeSiteToken", func(tx pgx.Tx) (func() (Certificate, error), error) {
+		var err error
+		t, err = consumeSiteToken(ctx, tx, hash, now)
+		return func() (Certificate, error) { return certify(t) }, err
+	})
+	if err != nil {
+		return SiteToken{}, err
+	}
+	return t, nil
+}
+
+func consumeSiteToken(ctx context.Context, db pgxQuerier, hash []byte, now time.Time) (SiteToken, error) {
 	const op = "store.ConsumeSiteToken"
-	tok, err := scanSiteToken(s.pool.QueryRow(ctx, `
+	tok, err := scanSiteToken(db.QueryRow(ctx, `
 		UPDATE site_tokens SET used_at = $2
 		WHERE hash = $1 AND used_at IS NULL AND expires_at > $2
 		RETURNING `+siteTokenColumns, hash, now))
@@ -62,7 +83,7 @@ func (s *Store) ConsumeSiteToken(ctx context.Context, hash []byte, now time.Time
 		return SiteToken{}, dbError(op, err)
 	}
 	// Tell why. A concurrent consumer that won has committed by now.
-	tok, err = scanSiteToken(s.pool.QueryRow(ctx, "SELECT "+siteTokenColumns+" FROM site_tokens WHERE hash = $1", hash))
+	tok, err = scanSiteToken(db.QueryRow(ctx, "SELECT "+siteTokenColumns+" FROM site_tokens WHERE hash = $1", hash))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return SiteToken{}, errs.New(errs.Unauthenticated, "unknown site token: create one with site-tokens create").WithOp(op)
