@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -43,66 +45,54 @@ func createJoinToken(ctx context.Context, db pgxQuerier, t JoinToken, hash []byt
 // UNAUTHENTICATED, saying which, never the token. A token refused for its
 // site is not spent.
 func (s *Store) ConsumeJoinToken(ctx context.Context, hash []byte, kind, site string, now time.Time) (JoinToken, error) {
-	return consumeJoinToken(ctx, s.pool, hash, kind, site, now)
+	return s.consumeJoinToken(ctx, hash, kind, site, now, nil)
 }
 
-// ConsumeJoinTokenFor is ConsumeJoinToken that records, in the same
-// transaction, the certificate certify issues for the token: the token is
-// spent only with its certificate on record, so a join that fails between
-// the two (the CA, the database) can be made again with the same token, and
-// a join commits once. certify's error is returned as it is.
+// ConsumeJoinTokenFor is ConsumeJoinToken that records the certificate
+// certify issues for the token in the statement that spends it: the token
+// is spent only with its certificate on record, so a join that fails
+// between the two (the CA, the database) can be made again with the same
+// token, and a join commits once. The token is read first, for certify; an
+// unknown one is refused before it. certify's error is returned as it is.
 func (s *Store) ConsumeJoinTokenFor(ctx context.Context, hash []byte, kind, site string, now time.Time,
 	certify func(JoinToken) (Certificate, error)) (JoinToken, error) {
 	var t JoinToken
-	err := inCertifyingTx(ctx, s, "store.ConsumeJoinToken", func(tx pgx.Tx) (func() (Certificate, error), error) {
-		var err error
-		t, err = consumeJoinToken(ctx, tx, hash, kind, site, now)
-		return func() (Certificate, error) { return certify(t) }, err
-	})
+	err := s.pool.QueryRow(ctx, "SELECT "+joinTokenColumns+" FROM join_tokens WHERE hash = $1", hash).Scan(joinTokenFields(&t)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return JoinToken{}, errs.New(errs.Unauthenticated, "unknown join token").WithOp("store.ConsumeJoinToken")
+	}
+	if err != nil {
+		return JoinToken{}, dbError("store.ConsumeJoinToken", err)
+	}
+	c, err := certify(t)
 	if err != nil {
 		return JoinToken{}, err
 	}
-	return t, nil
+	return s.consumeJoinToken(ctx, hash, kind, site, now, &c)
 }
 
-// inCertifyingTx runs consume in a transaction and, when it admits, records
-// the certificate its certify issues there too, then commits. certify's
-// error is returned as it is; the others are op's.
-func inCertifyingTx(ctx context.Context, s *Store, op string, consume func(pgx.Tx) (func() (Certificate, error), error)) error {
-	var certErr error
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		certify, err := consume(tx)
-		if err != nil {
-			return err
-		}
-		c, err := certify()
-		if err != nil {
-			certErr = err
-			return err
-		}
-		return recordCertificate(ctx, tx, c)
-	})
-	if certErr != nil {
-		return certErr
-	}
-	return dbError(op, err)
+const joinTokenColumns = "id, tenant_id, site_id, node_id, kind, workflow_id, expires_at"
+
+func joinTokenFields(t *JoinToken) []any {
+	return []any{&t.ID, &t.TenantID, &t.SiteID, &t.NodeID, &t.Kind, &t.WorkflowID, &t.ExpiresAt}
 }
 
-func consumeJoinToken(ctx context.Context, db pgxQuerier, hash []byte, kind, site string, now time.Time) (JoinToken, error) {
+// consumeJoinToken spends the token and, when cert is not nil, records cert
+// in the same statement, only if the token was spent.
+func (s *Store) consumeJoinToken(ctx context.Context, hash []byte, kind, site string, now time.Time, cert *Certificate) (JoinToken, error) {
 	const op = "store.ConsumeJoinToken"
 	var t JoinToken
 	var claimed bool
 	var used *time.Time
-	err := db.QueryRow(ctx, `
+	args := append([]any{hash, kind, now, site, cert != nil}, certificateArgs(cert)...)
+	err := s.pool.QueryRow(ctx, `
 		WITH claimed AS (
 			UPDATE join_tokens SET used_at = $3
 			WHERE hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3 AND ($4 = '' OR site_id = $4)
-			RETURNING id)
-		SELECT j.id, j.tenant_id, j.site_id, j.node_id, j.kind, j.workflow_id, j.expires_at,
-			c.id IS NOT NULL, j.used_at
-		FROM join_tokens j LEFT JOIN claimed c ON c.id = j.id
-		WHERE j.hash = $1`, hash, kind, now, site).Scan(&t.ID, &t.TenantID, &t.SiteID, &t.NodeID, &t.Kind,
-		&t.WorkflowID, &t.ExpiresAt, &claimed, &used)
+			RETURNING id),
+		recorded AS (`+insertCertificate(6)+` FROM claimed WHERE $5)
+		SELECT `+joinTokenColumns+`, EXISTS (SELECT 1 FROM claimed), used_at
+		FROM join_tokens WHERE hash = $1`, args...).Scan(append(joinTokenFields(&t), &claimed, &used)...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return JoinToken{}, errs.New(errs.Unauthenticated, "unknown join token").WithOp(op)
@@ -130,15 +120,29 @@ type Certificate struct {
 
 // RecordCertificate stores an issued certificate.
 func (s *Store) RecordCertificate(ctx context.Context, c Certificate) error {
-	return recordCertificate(ctx, s.pool, c)
+	_, err := s.pool.Exec(ctx, insertCertificate(1), certificateArgs(&c)...)
+	return dbError("store.RecordCertificate", err)
 }
 
-func recordCertificate(ctx context.Context, db pgxQuerier, c Certificate) error {
-	_, err := db.Exec(ctx, `
-		INSERT INTO certificates (serial, tenant_id, role, identity, site_id, token_id, public_key, cert_pem, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		c.Serial, c.TenantID, c.Role, c.Identity, c.SiteID, c.TokenID, c.PublicKey, c.CertPEM, c.ExpiresAt)
-	return dbError("store.RecordCertificate", err)
+// insertCertificate inserts a certificate whose nine values are the
+// statement's parameters $first… (certificateArgs), as INSERT … SELECT: a
+// statement that records it only on a condition appends FROM and WHERE.
+func insertCertificate(first int) string {
+	ps := make([]string, 9)
+	for i := range ps {
+		ps[i] = "$" + strconv.Itoa(first+i)
+	}
+	return `INSERT INTO certificates (serial, tenant_id, role, identity, site_id, token_id, public_key, cert_pem, expires_at)
+		SELECT ` + strings.Join(ps, ", ")
+}
+
+// certificateArgs are c's values for insertCertificate; when c is nil,
+// placeholders for a statement that then inserts nothing.
+func certificateArgs(c *Certificate) []any {
+	if c == nil {
+		return []any{"", "", "", "", "", "", []byte(nil), []byte(nil), time.Time{}}
+	}
+	return []any{c.Serial, c.TenantID, c.Role, c.Identity, c.SiteID, c.TokenID, c.PublicKey, c.CertPEM, c.ExpiresAt}
 }
 
 // CertificateRevoked reports whether the certificate with serial is revoked

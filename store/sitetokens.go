@@ -50,32 +50,40 @@ func (s *Store) CreateSiteToken(ctx context.Context, t SiteToken, hash []byte) (
 // ConsumeSiteToken uses up the token with this hash at now: it succeeds once.
 // An unknown, used or expired token is UNAUTHENTICATED, saying which.
 func (s *Store) ConsumeSiteToken(ctx context.Context, hash []byte, now time.Time) (SiteToken, error) {
-	return consumeSiteToken(ctx, s.pool, hash, now)
+	return s.consumeSiteToken(ctx, hash, now, nil)
 }
 
-// ConsumeSiteTokenFor is ConsumeSiteToken that records, in the same
-// transaction, the certificate certify issues for the token (see
+// ConsumeSiteTokenFor is ConsumeSiteToken that records the certificate
+// certify issues for the token in the statement that spends it (see
 // ConsumeJoinTokenFor).
 func (s *Store) ConsumeSiteTokenFor(ctx context.Context, hash []byte, now time.Time,
 	certify func(SiteToken) (Certificate, error)) (SiteToken, error) {
-	var t SiteToken
-	err := inCertifyingTx(ctx, s, "store.ConsumeSiteToken", func(tx pgx.Tx) (func() (Certificate, error), error) {
-		var err error
-		t, err = consumeSiteToken(ctx, tx, hash, now)
-		return func() (Certificate, error) { return certify(t) }, err
-	})
+	tok, err := scanSiteToken(s.pool.QueryRow(ctx, "SELECT "+siteTokenColumns+" FROM site_tokens WHERE hash = $1", hash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SiteToken{}, unknownSiteToken()
+	}
+	if err != nil {
+		return SiteToken{}, dbError("store.ConsumeSiteToken", err)
+	}
+	c, err := certify(tok)
 	if err != nil {
 		return SiteToken{}, err
 	}
-	return t, nil
+	return s.consumeSiteToken(ctx, hash, now, &c)
 }
 
-func consumeSiteToken(ctx context.Context, db pgxQuerier, hash []byte, now time.Time) (SiteToken, error) {
+// consumeSiteToken spends the token and, when cert is not nil, records cert
+// in the same statement, only if the token was spent.
+func (s *Store) consumeSiteToken(ctx context.Context, hash []byte, now time.Time, cert *Certificate) (SiteToken, error) {
 	const op = "store.ConsumeSiteToken"
-	tok, err := scanSiteToken(db.QueryRow(ctx, `
-		UPDATE site_tokens SET used_at = $2
-		WHERE hash = $1 AND used_at IS NULL AND expires_at > $2
-		RETURNING `+siteTokenColumns, hash, now))
+	args := append([]any{hash, now, cert != nil}, certificateArgs(cert)...)
+	tok, err := scanSiteToken(s.pool.QueryRow(ctx, `
+		WITH claimed AS (
+			UPDATE site_tokens SET used_at = $2
+			WHERE hash = $1 AND used_at IS NULL AND expires_at > $2
+			RETURNING *),
+		recorded AS (`+insertCertificate(4)+` FROM claimed WHERE $3)
+		SELECT `+siteTokenColumns+` FROM claimed`, args...))
 	if err == nil {
 		return tok, nil
 	}
@@ -83,10 +91,10 @@ func consumeSiteToken(ctx context.Context, db pgxQuerier, hash []byte, now time.
 		return SiteToken{}, dbError(op, err)
 	}
 	// Tell why. A concurrent consumer that won has committed by now.
-	tok, err = scanSiteToken(db.QueryRow(ctx, "SELECT "+siteTokenColumns+" FROM site_tokens WHERE hash = $1", hash))
+	tok, err = scanSiteToken(s.pool.QueryRow(ctx, "SELECT "+siteTokenColumns+" FROM site_tokens WHERE hash = $1", hash))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return SiteToken{}, errs.New(errs.Unauthenticated, "unknown site token: create one with site-tokens create").WithOp(op)
+		return SiteToken{}, unknownSiteToken()
 	case err != nil:
 		return SiteToken{}, dbError(op, err)
 	case tok.UsedAt != nil:
@@ -97,6 +105,10 @@ func consumeSiteToken(ctx context.Context, db pgxQuerier, hash []byte, now time.
 		return SiteToken{}, errs.New(errs.Unauthenticated, "site token %s expired at %s; create another", tok.ID,
 			tok.ExpiresAt.UTC().Format(time.RFC3339)).WithOp(op)
 	}
+}
+
+func unknownSiteToken() error {
+	return errs.New(errs.Unauthenticated, "unknown site token: create one with site-tokens create").WithOp("store.ConsumeSiteToken")
 }
 
 // PeekSiteToken returns the site token with hash if it is unused and
