@@ -53,16 +53,22 @@ func (s *Store) ConsumeJoinToken(ctx context.Context, hash []byte, kind, site st
 // is spent only with its certificate on record, so a join that fails
 // between the two (the CA, the database) can be made again with the same
 // token, and a join commits once. The token is read first, for certify; an
-// unknown one is refused before it. certify's error is returned as it is.
+// unknown, used, expired one or one of another kind is refused before
+// anything is issued. certify's error is returned as it is.
 func (s *Store) ConsumeJoinTokenFor(ctx context.Context, hash []byte, kind, site string, now time.Time,
 	certify func(JoinToken) (Certificate, error)) (JoinToken, error) {
 	var t JoinToken
-	err := s.pool.QueryRow(ctx, "SELECT "+joinTokenColumns+" FROM join_tokens WHERE hash = $1", hash).Scan(joinTokenFields(&t)...)
+	var used *time.Time
+	err := s.pool.QueryRow(ctx, "SELECT "+joinTokenColumns+", used_at FROM join_tokens WHERE hash = $1", hash).
+		Scan(append(joinTokenFields(&t), &used)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return JoinToken{}, errs.New(errs.Unauthenticated, "unknown join token").WithOp("store.ConsumeJoinToken")
 	}
 	if err != nil {
 		return JoinToken{}, dbError("store.ConsumeJoinToken", err)
+	}
+	if t.Kind != kind || used != nil || !t.ExpiresAt.After(now) {
+		return s.consumeJoinToken(ctx, hash, kind, site, now, nil) // refused, saying why; nothing issued
 	}
 	c, err := certify(t)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 // TestJoinSpendsTokenWithCertificate: a join spends its token in the
-// transaction that records its certificate. When the certificate cannot be
+// statement that records its certificate. When the certificate cannot be
 // issued (the CA fails) or recorded (the database refuses it), the token
 // stays unspent, so the agent's retry with the same token joins; before,
 // the token was spent first and the retry was refused as a token already
@@ -58,10 +58,15 @@ func TestJoinSpendsTokenWithCertificate(t *testing.T) {
 	if revoked, err := s.CertificateRevoked(ctx, "fresh"); err != nil || revoked {
 		t.Errorf("the joined agent's certificate: revoked or unknown = %v, %v; want on record", revoked, err)
 	}
+	signed := false
 	_, err = s.ConsumeJoinTokenFor(ctx, hash, "disc", site.ID, time.Now(), func(t store.JoinToken) (store.Certificate, error) {
+		signed = true
 		return cert("again", t), nil
 	})
 	wantKind(t, "a second join with the spent token", err, errs.Unauthenticated)
+	if signed {
+		t.Error("a join with a spent token had a certificate issued; want it refused before")
+	}
 
 	siteHash := []byte("hash of a site token")
 	st, _, err := s.CreateSiteToken(ctx, store.SiteToken{TenantID: "a", SiteID: site.ID, ExpiresAt: time.Now().Add(time.Hour)}, siteHash)

@@ -65,6 +65,9 @@ func (s *Store) ConsumeSiteTokenFor(ctx context.Context, hash []byte, now time.T
 	if err != nil {
 		return SiteToken{}, dbError("store.ConsumeSiteToken", err)
 	}
+	if tok.UsedAt != nil || !tok.ExpiresAt.After(now) {
+		return s.consumeSiteToken(ctx, hash, now, nil) // refused, saying why; nothing issued
+	}
 	c, err := certify(tok)
 	if err != nil {
 		return SiteToken{}, err
