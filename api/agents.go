@@ -132,7 +132,7 @@ func (s join) Join(ctx context.Context, req *connect.Request[v1.JoinRequest]) (*
 // agent that names serve hosts, its serving certificate, by the serving-name
 // rule) and builds the answer: a site agent also gets its Temporal settings
 // and the codec key. It returns the certificate's record too, for the
-// caller to store: a join in the transaction that spends its token, a
+// caller to store: a join in the statement that spends its token, a
 // renewal on its own.
 func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, pubPEM []byte, serveHosts []string, renewal bool) (*v1.JoinResponse, store.Certificate, error) {
 	out := &v1.JoinResponse{CaPem: s.a.CA.CertPEM(), Identity: adm.identity, SiteId: adm.site, TenantId: adm.tenant}
@@ -169,7 +169,7 @@ func (s join) certify(ctx context.Context, adm admission, pub crypto.PublicKey, 
 }
 
 // admit consumes the token for the role asked and records the certificate
-// certify issues for what it admits, in one transaction: a token is spent
+// certify issues for what it admits, in one statement: a token is spent
 // only with its certificate on record. A ramdisk or machine token brought
 // by a site agent must be for a node of that agent's site; one that is not
 // is refused unspent.
