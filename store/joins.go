@@ -62,13 +62,13 @@ func (s *Store) ConsumeJoinTokenFor(ctx context.Context, hash []byte, kind, site
 	err := s.pool.QueryRow(ctx, "SELECT "+joinTokenColumns+", used_at FROM join_tokens WHERE hash = $1", hash).
 		Scan(append(joinTokenFields(&t), &used)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return JoinToken{}, errs.New(errs.Unauthenticated, "unknown join token").WithOp("store.ConsumeJoinToken")
+		return JoinToken{}, unknownJoinToken()
 	}
 	if err != nil {
 		return JoinToken{}, dbError("store.ConsumeJoinToken", err)
 	}
-	if t.Kind != kind || used != nil || !t.ExpiresAt.After(now) {
-		return s.consumeJoinToken(ctx, hash, kind, site, now, nil) // refused, saying why; nothing issued
+	if err := joinTokenRefused(t, kind, used, now); err != nil {
+		return JoinToken{}, err
 	}
 	c, err := certify(t)
 	if err != nil {
@@ -101,20 +101,36 @@ func (s *Store) consumeJoinToken(ctx context.Context, hash []byte, kind, site st
 		FROM join_tokens WHERE hash = $1`, args...).Scan(append(joinTokenFields(&t), &claimed, &used)...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return JoinToken{}, errs.New(errs.Unauthenticated, "unknown join token").WithOp(op)
+		return JoinToken{}, unknownJoinToken()
 	case err != nil:
 		return JoinToken{}, dbError(op, err)
-	case t.Kind != kind:
-		return JoinToken{}, errs.New(errs.Unauthenticated, "this join token is not a %s token", kind).WithOp(op)
 	case claimed:
 		return t, nil
-	case used != nil:
-		return JoinToken{}, errs.New(errs.Unauthenticated, "the join token was already used; each token admits one agent once").WithOp(op)
-	case !t.ExpiresAt.After(now):
-		return JoinToken{}, errs.New(errs.Unauthenticated, "the join token expired at %s", t.ExpiresAt.UTC().Format(time.RFC3339)).WithOp(op)
-	default: // unused, unexpired, its kind: the site differs
-		return JoinToken{}, errs.New(errs.Unauthenticated, "the token is for a node of another site; it stays usable through that site's agent").WithOp(op)
 	}
+	if err := joinTokenRefused(t, kind, used, now); err != nil {
+		return JoinToken{}, err
+	}
+	// Unused, unexpired, its kind: the site differs.
+	return JoinToken{}, errs.New(errs.Unauthenticated, "the token is for a node of another site; it stays usable through that site's agent").WithOp(op)
+}
+
+func unknownJoinToken() error {
+	return errs.New(errs.Unauthenticated, "unknown join token").WithOp("store.ConsumeJoinToken")
+}
+
+// joinTokenRefused says why t (used at used, or not) admits no join of
+// kind at now: another kind, used, expired; nil if none of those.
+func joinTokenRefused(t JoinToken, kind string, used *time.Time, now time.Time) error {
+	const op = "store.ConsumeJoinToken"
+	switch {
+	case t.Kind != kind:
+		return errs.New(errs.Unauthenticated, "this join token is not a %s token", kind).WithOp(op)
+	case used != nil:
+		return errs.New(errs.Unauthenticated, "the join token was already used; each token admits one agent once").WithOp(op)
+	case !t.ExpiresAt.After(now):
+		return errs.New(errs.Unauthenticated, "the join token expired at %s", t.ExpiresAt.UTC().Format(time.RFC3339)).WithOp(op)
+	}
+	return nil
 }
 
 // Certificate is a certificate the CA issued, for audit and revocation.

@@ -58,15 +58,12 @@ func (s *Store) ConsumeSiteToken(ctx context.Context, hash []byte, now time.Time
 // ConsumeJoinTokenFor).
 func (s *Store) ConsumeSiteTokenFor(ctx context.Context, hash []byte, now time.Time,
 	certify func(SiteToken) (Certificate, error)) (SiteToken, error) {
-	tok, err := scanSiteToken(s.pool.QueryRow(ctx, "SELECT "+siteTokenColumns+" FROM site_tokens WHERE hash = $1", hash))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return SiteToken{}, unknownSiteToken()
-	}
+	tok, err := s.readSiteToken(ctx, hash)
 	if err != nil {
-		return SiteToken{}, dbError("store.ConsumeSiteToken", err)
+		return SiteToken{}, err
 	}
 	if tok.UsedAt != nil || !tok.ExpiresAt.After(now) {
-		return s.consumeSiteToken(ctx, hash, now, nil) // refused, saying why; nothing issued
+		return SiteToken{}, siteTokenRefused(tok)
 	}
 	c, err := certify(tok)
 	if err != nil {
@@ -94,24 +91,33 @@ func (s *Store) consumeSiteToken(ctx context.Context, hash []byte, now time.Time
 		return SiteToken{}, dbError(op, err)
 	}
 	// Tell why. A concurrent consumer that won has committed by now.
-	tok, err = scanSiteToken(s.pool.QueryRow(ctx, "SELECT "+siteTokenColumns+" FROM site_tokens WHERE hash = $1", hash))
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return SiteToken{}, unknownSiteToken()
-	case err != nil:
-		return SiteToken{}, dbError(op, err)
-	case tok.UsedAt != nil:
-		return SiteToken{}, errs.New(errs.Unauthenticated,
-			"site token %s was already used at %s; site tokens are single-use, create another", tok.ID,
-			tok.UsedAt.UTC().Format(time.RFC3339)).WithOp(op)
-	default:
-		return SiteToken{}, errs.New(errs.Unauthenticated, "site token %s expired at %s; create another", tok.ID,
-			tok.ExpiresAt.UTC().Format(time.RFC3339)).WithOp(op)
+	if tok, err = s.readSiteToken(ctx, hash); err != nil {
+		return SiteToken{}, err
 	}
+	return SiteToken{}, siteTokenRefused(tok)
 }
 
-func unknownSiteToken() error {
-	return errs.New(errs.Unauthenticated, "unknown site token: create one with site-tokens create").WithOp("store.ConsumeSiteToken")
+// readSiteToken reads the token with hash, used or not; an unknown one is
+// UNAUTHENTICATED.
+func (s *Store) readSiteToken(ctx context.Context, hash []byte) (SiteToken, error) {
+	tok, err := scanSiteToken(s.pool.QueryRow(ctx, "SELECT "+siteTokenColumns+" FROM site_tokens WHERE hash = $1", hash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SiteToken{}, errs.New(errs.Unauthenticated, "unknown site token: create one with site-tokens create").WithOp("store.ConsumeSiteToken")
+	}
+	return tok, dbError("store.ConsumeSiteToken", err)
+}
+
+// siteTokenRefused says why tok, which admits no site, does not: used, else
+// expired.
+func siteTokenRefused(tok SiteToken) error {
+	const op = "store.ConsumeSiteToken"
+	if tok.UsedAt != nil {
+		return errs.New(errs.Unauthenticated,
+			"site token %s was already used at %s; site tokens are single-use, create another", tok.ID,
+			tok.UsedAt.UTC().Format(time.RFC3339)).WithOp(op)
+	}
+	return errs.New(errs.Unauthenticated, "site token %s expired at %s; create another", tok.ID,
+		tok.ExpiresAt.UTC().Format(time.RFC3339)).WithOp(op)
 }
 
 // PeekSiteToken returns the site token with hash if it is unused and
