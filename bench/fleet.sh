@@ -47,18 +47,19 @@ awk '
 	if (!(n in seen)) { seen[n] = 1; order[++count] = n }
 }
 END {
-	printf "%4s | %8s %8s %9s %15s | %8s %7s | %7s %7s | %5s %5s | %7s %7s %7s | %6s %6s %6s | %6s %6s %9s %6s\n", "N", "loops/s", "bare", "ours/bare", "pairs",
-		"cluster", "cl/ours", "acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "RSS", "pg", "rack", "cpu s", "bare", "ours/bare", "rack"
+	printf "%4s | %8s %8s %9s %15s | %8s %7s | %7s %7s | %5s %5s | %7s %7s %7s | %6s %6s %6s | %6s %6s %9s %6s %6s %6s\n", "N", "loops/s", "bare", "ours/bare", "pairs",
+		"cluster", "cl/ours", "acts/s", "bare", "acts", "local", "wall s", "p50", "p99", "RSS", "pg", "rack", "cpu s", "bare", "ours/bare", "rack", "pg", "all"
 	for (i = 1; i <= count; i++) {
 		n = order[i]
 		cl = (("cluster", n, "loops/s") in v) ? sprintf("%8.3f %7.2f", v["cluster", n, "loops/s"], v["cluster", n, "cluster/ours"]) : sprintf("%8s %7s", "-", "-")
 		pairs = sprintf("%.2f (%.2f-%.2f)", v["ours", n, "ours/bare-median"], v["ours", n, "ours/bare-min"], v["ours", n, "ours/bare-max"])
-		printf "%4s | %8.3f %8.3f %9.2f %15s | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f | %6.0f %6.0f %6.0f | %6.2f %6.2f %9.2f %6.2f\n", n,
+		printf "%4s | %8.3f %8.3f %9.2f %15s | %s | %7.1f %7.1f | %5d %5d | %7.2f %7.2f %7.2f | %6.0f %6.0f %6.0f | %6.2f %6.2f %9.2f %6.2f %6.3f %6.2f\n", n,
 			v["ours", n, "loops/s"], v["bare", n, "loops/s"], v["ours", n, "ours/bare"], pairs, cl,
 			v["ours", n, "acts/s"], v["bare", n, "acts/s"], v["ours", n, "acts/loop"], v["ours", n, "local/loop"],
 			v["ours", n, "s-wall/loop"], v["ours", n, "s-p50/loop"], v["ours", n, "s-p99/loop"],
 			v["ours", n, "MiB-peak-RSS"], v["ours", n, "MiB-pg-peak-RSS"], v["ours", n, "MiB-rack-peak-RSS"],
-			v["ours", n, "cpu-s/loop"], v["bare", n, "cpu-s/loop"], v["ours", n, "cpu-ours/bare"], v["ours", n, "cpu-s-rack/loop"]
+			v["ours", n, "cpu-s/loop"], v["bare", n, "cpu-s/loop"], v["ours", n, "cpu-ours/bare"], v["ours", n, "cpu-s-rack/loop"],
+			v["ours", n, "cpu-s-pg/loop"], v["ours", n, "cpu-all-ours/bare"]
 	}
 	print ""
 	printf "%4s | %41s | %41s\n", "", "ours: s a loop", "bare: s a loop"
@@ -87,7 +88,9 @@ END {
 	print "         process beside our idle control plane"
 	print "cpu s    CPU seconds of the test process a loop (user + system; Postgres and the rack not counted): less noisy"
 	print "         than wall time on a shared machine; bare'"'"'s process also holds our idle control plane; rack: the"
-	print "         rack process'"'"'s CPU seconds a loop (the machines'"'"' work, which bare has none of)"
+	print "         rack process'"'"'s CPU seconds a loop (the machines'"'"' work, which bare has none of); pg: Postgres'"'"'s;"
+	print "         all: every process'"'"'s CPU a loop, ours over bare (with the rack'"'"'s and Postgres'"'"'s, idle in bare'"'"'s"
+	print "         loops): where the test process, Postgres and the rack share the cores, the time ratio follows this one"
 	print "ours/bare  our time per loop over bare Temporal'"'"'s at the same N: 1.00 is no overhead; pairs: each pair of"
 	print "         loops'"'"' ratio (ours'"'"'s i over bare'"'"'s i), median (min-max)"
 	print "cluster  the same loop through deploy/cluster/Procfile'"'"'s processes (Temporal frontend, history, matching x2,"

@@ -100,7 +100,9 @@ var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a 
 // once), cpu-s-pg/loop and cpu-s-rack/loop (Postgres's, the rack's);
 // ours/bare (time per loop, ours over bare: the timed loops' sums), the
 // ratio of each pair of loops (ours's i over bare's i) as ours/bare-min,
-// -median and -max, and cpu-ours/bare.
+// -median and -max, cpu-ours/bare (this process's CPU a loop), and
+// cpu-all-ours/bare (with Postgres's and the rack's, which in bare's loops
+// are bare-cpu-s-others/loop).
 // bench/fleet.sh prints a table.
 func BenchmarkFleet(b *testing.B) {
 	// The emulated ramdisk logs each wipe and image write through the
@@ -253,13 +255,18 @@ func (f *fleet) benchPair(b *testing.B) {
 
 	var ours, base side
 	var peak int64
-	var pgCPU, rackCPU time.Duration
+	// The CPU Postgres's tree and the rack's process use in each side's
+	// loops: the machines' work and the database's are ours's; what they
+	// use in bare's loops (idle) is bare's.
+	var pgCPU, rackCPU, bareOthersCPU time.Duration
+	others := func() (pgNow, rackNow time.Duration) { return treeCPU(b, pg), treeCPU(b, d.RackPID()) }
 	oursLoop := func(i int) {
 		settle(b) // the peak is ours's loops', not bare's
-		pgCPU0, rackCPU0 := treeCPU(b, pg), treeCPU(b, d.RackPID())
+		pgCPU0, rackCPU0 := others()
 		ours.time(b, "ours", f.n, i, func() []runRef { return loopFleet(ctx, b, tg, nodes) })
-		pgCPU += treeCPU(b, pg) - pgCPU0
-		rackCPU += treeCPU(b, d.RackPID()) - rackCPU0
+		pgCPU1, rackCPU1 := others()
+		pgCPU += pgCPU1 - pgCPU0
+		rackCPU += rackCPU1 - rackCPU0
 		p, err := procmem.PeakRSS()
 		if err != nil {
 			b.Fatal(err)
@@ -268,7 +275,10 @@ func (f *fleet) benchPair(b *testing.B) {
 	}
 	bareLoop := func(i int) {
 		settle(b) // as ours's, so neither side pays for the other's garbage
+		pgCPU0, rackCPU0 := others()
 		base.time(b, "bare", f.n, i, func() []runRef { return loopBare(ctx, b, bl, f.n, flows) })
+		pgCPU1, rackCPU1 := others()
+		bareOthersCPU += pgCPU1 - pgCPU0 + rackCPU1 - rackCPU0
 	}
 	for i := 0; b.Loop(); i++ {
 		if i%2 == 0 {
@@ -288,13 +298,19 @@ func (f *fleet) benchPair(b *testing.B) {
 	f.ours = reportFleet(b, "", st, ours.elapsed(), ours.cpu)
 	f.ours.pgCPUPerLoop = pgCPU.Seconds() / float64(st.loops)
 	b.ReportMetric(f.ours.pgCPUPerLoop, "cpu-s-pg/loop")
-	b.ReportMetric(rackCPU.Seconds()/float64(st.loops), "cpu-s-rack/loop")
+	rackPerLoop := rackCPU.Seconds() / float64(st.loops)
+	b.ReportMetric(rackPerLoop, "cpu-s-rack/loop")
 	b.ReportMetric(float64(peak)/(1<<20), "MiB-peak-RSS")
 	b.ReportMetric(float64(pgPeak)/(1<<20), "MiB-pg-peak-RSS")
 	b.ReportMetric(float64(rackPeak)/(1<<20), "MiB-rack-peak-RSS")
 	res := reportFleet(b, "bare-", readRuns(b, d.CP.Client(), base.runs, bare.HomeQueue, flows), base.elapsed(), base.cpu)
 	b.ReportMetric(res.loopsPerSec/f.ours.loopsPerSec, "ours/bare")
 	b.ReportMetric(f.ours.cpuPerLoop/res.cpuPerLoop, "cpu-ours/bare")
+	// Every process's CPU a loop: on a machine whose cores the test process,
+	// Postgres and the rack share, this is the ratio the time ratio follows.
+	bareOthers := bareOthersCPU.Seconds() / float64(len(base.loops)*f.n) // a machine's loop, as st.loops counts
+	b.ReportMetric(bareOthers, "bare-cpu-s-others/loop")
+	b.ReportMetric((f.ours.cpuPerLoop+f.ours.pgCPUPerLoop+rackPerLoop)/(res.cpuPerLoop+bareOthers), "cpu-all-ours/bare")
 	// Each pair's ratio (ours's loop i over bare's), for the spread.
 	var pairs []float64
 	for i := range ours.loops {
