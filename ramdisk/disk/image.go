@@ -229,7 +229,7 @@ func (w *imageWriter) consume(ctx context.Context, blocks <-chan chunk, recycle 
 			if off+int64(c.n) > w.size {
 				return errs.Invalid("image.size", "image is larger than disk %s of %d bytes (at least %d bytes)", w.name, w.size, off+int64(c.n))
 			}
-			if err := w.putBlock(c.buf[:c.n], c.zero, off); err != nil {
+			if err := w.putBlock(c.buf[:c.n], c.zero, c.trailing, off); err != nil {
 				return err
 			}
 			off += int64(c.n)
@@ -261,8 +261,13 @@ func (w *imageWriter) consume(ctx context.Context, blocks <-chan chunk, recycle 
 // putBlock puts one block at off: compared and skipped below the resume
 // point, added to the pending zero run when all zero (zero; b's contents are
 // then not the block's), written otherwise (after the zero run before it, so
-// the disk is written in order).
-func (w *imageWriter) putBlock(b []byte, zero bool, off int64) error {
+// the disk is written in order). A block that ends in trailing zero bytes,
+// at least zeroSplit of them, is written up to its data (to the next 4 KiB)
+// and the rest starts the pending zero run: a filesystem image's block often
+// holds a little data and then nothing, and writing and syncing the zeros
+// cost more than making them zero (an 8 MiB image with 1 MiB of data wrote
+// 4 MiB).
+func (w *imageWriter) putBlock(b []byte, zero bool, trailing int, off int64) error {
 	started := time.Now()
 	defer func() { w.res.WriteTime += time.Since(started) }()
 	n := int64(len(b))
@@ -295,8 +300,26 @@ func (w *imageWriter) putBlock(b []byte, zero bool, off int64) error {
 	if err := w.flushZeros(); err != nil {
 		return err
 	}
-	return w.write(b, off)
+	data := len(b)
+	if trailing >= zeroSplit {
+		data = min(len(b), (len(b)-trailing+zeroAlign-1)/zeroAlign*zeroAlign)
+	}
+	if err := w.write(b[:data], off); err != nil {
+		return err
+	}
+	if data < len(b) {
+		w.zeroOff, w.zeroN = off+int64(data), int64(len(b)-data)
+	}
+	return nil
 }
+
+// zeroSplit is the shortest zero run at the end of a block that putBlock
+// makes zero instead of writing; zeroAlign is where it starts the run (a
+// 4 KiB boundary: O_DIRECT writes and hole punching both want one).
+const (
+	zeroSplit = 1 << 20
+	zeroAlign = 4 << 10
+)
 
 func (w *imageWriter) write(b []byte, off int64) error {
 	if _, err := w.dev.WriteAt(b, off); err != nil {

@@ -385,6 +385,47 @@ func TestWriteImageZeroRunsOverOldData(t *testing.T) {
 	}
 }
 
+// TestWriteImageBlockEndingInZeros: a block with data and then a zero run of
+// at least zeroSplit is written up to its data (rounded up to 4 KiB) and the
+// run is made zero with the zero blocks after it, in one call; a shorter run
+// is written. Over a disk that held data everywhere, the disk reads back as
+// the image and the runs are holes.
+func TestWriteImageBlockEndingInZeros(t *testing.T) {
+	t.Parallel()
+	const (
+		head  = 1<<20 + 100      // block 0: data, then blockSize-head zeros (≥ zeroSplit)
+		short = blockSize - 4096 // block 2: data, then 4 KiB of zeros (< zeroSplit)
+		tailN = 3 * 512          // a last, partial block of data
+	)
+	raw := testImage(4, tailN, 0, 2, 4) // block 1 and 3 zero
+	clear(raw[head:blockSize])
+	clear(raw[2*blockSize+short : 3*blockSize])
+	headWritten := int64((head + zeroAlign - 1) / zeroAlign * zeroAlign)
+	wantWritten := headWritten + blockSize + tailN
+	for _, c := range []string{"none", "zstd"} {
+		t.Run(c, func(t *testing.T) {
+			t.Parallel()
+			d := newFakeDisk(t, Disk{Serial: "TZ-" + c, SizeBytes: 32 << 20})
+			fillDisk(t, d)
+			stream := compress(t, raw, c)
+			res, err := WriteImage(context.Background(), bytes.NewReader(stream), ImageSpec{Digest: digestOf(stream), Compression: c}, d, 0, nil)
+			if err != nil || !res.Verified {
+				t.Fatalf("WriteImage(%s) = %+v, %v; want verified", c, res, err)
+			}
+			if res.BytesWritten != wantWritten || res.BytesZeroed != int64(len(raw))-wantWritten {
+				t.Errorf("WriteImage(%s) wrote %d, zeroed %d; want %d and %d", c, res.BytesWritten, res.BytesZeroed,
+					wantWritten, int64(len(raw))-wantWritten)
+			}
+			if got := readDisk(t, d, len(raw)); !bytes.Equal(got, raw) {
+				t.Errorf("WriteImage(%s): disk contents differ from the image", c)
+			}
+			if !isHole(t, d.Path, headWritten, 2*blockSize-headWritten) {
+				t.Errorf("WriteImage(%s): block 0's zero run and block 1 are not a hole", c)
+			}
+		})
+	}
+}
+
 // streamOf returns the image as served with compression none or zstd (with
 // the encoder's opts), and its digest, without holding the raw image in
 // memory.

@@ -15,11 +15,13 @@ const readAheadDepth = 4
 // chunk is one block of the decompressed image, n bytes, held in buf unless
 // zero says the block is all zero (buf then holds something else); or the
 // end of the stream (err io.EOF) or a read error, with the last bytes.
+// trailing is how many bytes at the end of buf[:n] are zero.
 type chunk struct {
-	buf  []byte
-	n    int
-	zero bool
-	err  error
+	buf      []byte
+	n        int
+	zero     bool
+	trailing int
+	err      error
 }
 
 // errStopped ends the decompression when the writer has given up.
@@ -184,7 +186,7 @@ func (f *blockFiller) take() bool {
 // send hands the block filled so far (none when buf is nil) to the writer,
 // with err; false when the writer has stopped.
 func (f *blockFiller) send(err error) bool {
-	c := chunk{buf: f.buf, n: f.n, zero: f.zero && f.n > 0, err: err}
+	c := chunk{buf: f.buf, n: f.n, zero: f.zero && f.n > 0, trailing: int(min(f.tail.zeros, int64(f.n))), err: err}
 	f.buf, f.n = nil, 0
 	select {
 	case f.out <- c:
