@@ -1,6 +1,8 @@
 // Package atomicfile owns the one way better-compute writes state files: a
 // synced temporary file in the same directory renamed over the target, so a
-// crash (kill -9, power loss) leaves the old file or the new one, never half.
+// crash (kill -9, power loss) leaves the old file or the new one, never half;
+// and the directory synced after the rename, so once Write returns a power
+// loss leaves the new one.
 package atomicfile
 
 import (
@@ -25,7 +27,25 @@ func Write(path string, data []byte, mode os.FileMode) error {
 		_ = os.Remove(tmp)
 		return errs.Wrap(errs.Internal, err, "cannot write %s", path)
 	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return errs.Wrap(errs.Internal, err, "wrote %s but cannot make the write durable (sync its directory)", path)
+	}
 	return nil
+}
+
+// syncDir syncs dir, so that a rename in it is on the disk: until then a
+// power loss may bring the old file back (the rename is a change to the
+// directory, which the file's own sync does not write).
+var syncDir = func(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func writeSync(f *os.File, data []byte, mode os.FileMode) error {
