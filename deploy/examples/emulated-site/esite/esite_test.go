@@ -148,13 +148,20 @@ func buildImage(t *testing.T, ramdiskDir string) string {
 	return img
 }
 
-// logTails prints the end of every log and console the run left.
+// logTails prints the end of every log and console the run left, and
+// before it each ramdisk's reboot with the 20 lines that led to it (an
+// earlier boot's, which the end of a console no longer shows).
 func logTails(t *testing.T, dir string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	more, _ := filepath.Glob(filepath.Join(dir, "*", "*.log"))
 	for _, f := range append(files, more...) {
 		b, _ := os.ReadFile(f)
 		lines := strings.Split(string(b), "\n")
+		for i, l := range lines {
+			if strings.Contains(l, "better-compute ramdisk: rebooting in") {
+				t.Logf("%s (a ramdisk reboot, line %d):\n%s", f, i+1, strings.Join(lines[max(0, i-20):i+1], "\n"))
+			}
+		}
 		t.Logf("%s (last lines):\n%s", f, strings.Join(lines[max(0, len(lines)-60):], "\n"))
 	}
 }
