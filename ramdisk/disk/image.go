@@ -261,8 +261,8 @@ func (w *imageWriter) consume(ctx context.Context, blocks <-chan chunk, recycle 
 // putBlock puts one block at off: compared and skipped below the resume
 // point, added to the pending zero run when all zero (zero; b's contents are
 // then not the block's), written otherwise (after the zero run before it, so
-// the disk is written in order). A block that ends in trailing zero bytes,
-// at least zeroSplit of them, is written up to its data (to the next 4 KiB)
+// the disk is written in order). A block that ends in zeros, at least
+// zeroSplit bytes of them, is written up to its data (to the next 4 KiB)
 // and the rest starts the pending zero run: a filesystem image's block often
 // holds a little data and then nothing, and writing and syncing the zeros
 // cost more than making them zero (an 8 MiB image with 1 MiB of data wrote

@@ -387,9 +387,9 @@ func TestWriteImageZeroRunsOverOldData(t *testing.T) {
 
 // TestWriteImageBlockEndingInZeros: a block with data and then a zero run of
 // at least zeroSplit is written up to its data (rounded up to 4 KiB) and the
-// run is made zero with the zero blocks after it, in one call; a shorter run
-// is written. Over a disk that held data everywhere, the disk reads back as
-// the image and the runs are holes.
+// run is made zero with the zero blocks after it; a shorter run is written.
+// Over a disk that held data everywhere, the disk reads back as the image and
+// the long run and the zero block after it are a hole.
 func TestWriteImageBlockEndingInZeros(t *testing.T) {
 	t.Parallel()
 	const (
