@@ -182,7 +182,7 @@ func (s join) admit(ctx context.Context, m *v1.JoinRequest, certify func(admissi
 	switch pki.Role(m.Role) {
 	case pki.RoleSite:
 		var adm admission
-		_, err := s.store.ConsumeSiteTokenFor(ctx, hash, now, func(t store.SiteToken) (store.Certificate, error) {
+		_, err := s.store.ConsumeSiteToken(ctx, hash, now, func(t store.SiteToken) (store.Certificate, error) {
 			adm = admission{role: pki.RoleSite, tenant: t.TenantID, site: t.SiteID, identity: t.SiteID, token: t.ID, ttl: siteCertTTL}
 			return certify(adm)
 		})
@@ -197,7 +197,7 @@ func (s join) admit(ctx context.Context, m *v1.JoinRequest, certify func(admissi
 			site = peerSite
 		}
 		var adm admission
-		_, err := s.store.ConsumeJoinTokenFor(ctx, hash, kind, site, now, func(t store.JoinToken) (store.Certificate, error) {
+		_, err := s.store.ConsumeJoinToken(ctx, hash, kind, site, now, func(t store.JoinToken) (store.Certificate, error) {
 			adm = admission{role: pki.Role(m.Role), tenant: t.TenantID, site: t.SiteID, identity: t.NodeID, token: t.ID, ttl: ttl}
 			return certify(adm)
 		})

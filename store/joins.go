@@ -40,22 +40,16 @@ func createJoinToken(ctx context.Context, db pgxQuerier, t JoinToken, hash []byt
 	return dbError("store.CreateJoinToken", err)
 }
 
-// ConsumeJoinToken marks the token with hash used, once. Unknown, used,
-// expired, of another kind, or (site not "") for a node of another site:
-// UNAUTHENTICATED, saying which, never the token. A token refused for its
-// site is not spent.
-func (s *Store) ConsumeJoinToken(ctx context.Context, hash []byte, kind, site string, now time.Time) (JoinToken, error) {
-	return s.consumeJoinToken(ctx, hash, kind, site, now, nil)
-}
-
-// ConsumeJoinTokenFor is ConsumeJoinToken that records the certificate
-// certify issues for the token in the statement that spends it: the token
-// is spent only with its certificate on record, so a join that fails
+// ConsumeJoinToken spends the token with hash, once, and records the
+// certificate certify issues for it in the statement that spends it: the
+// token is spent only with its certificate on record, so a join that fails
 // between the two (the CA, the database) can be made again with the same
 // token, and a join commits once. The token is read first, for certify; an
 // unknown, used, expired one or one of another kind is refused before
-// anything is issued. certify's error is returned as it is.
-func (s *Store) ConsumeJoinTokenFor(ctx context.Context, hash []byte, kind, site string, now time.Time,
+// anything is issued, and (site not "") one for a node of another site when
+// it would be spent, unspent. The refusals are UNAUTHENTICATED, saying
+// which, never the token; certify's error is returned as it is.
+func (s *Store) ConsumeJoinToken(ctx context.Context, hash []byte, kind, site string, now time.Time,
 	certify func(JoinToken) (Certificate, error)) (JoinToken, error) {
 	var t JoinToken
 	var used *time.Time
@@ -74,7 +68,7 @@ func (s *Store) ConsumeJoinTokenFor(ctx context.Context, hash []byte, kind, site
 	if err != nil {
 		return JoinToken{}, err
 	}
-	return s.consumeJoinToken(ctx, hash, kind, site, now, &c)
+	return s.consumeJoinToken(ctx, hash, kind, site, now, c)
 }
 
 const joinTokenColumns = "id, tenant_id, site_id, node_id, kind, workflow_id, expires_at"
@@ -83,20 +77,20 @@ func joinTokenFields(t *JoinToken) []any {
 	return []any{&t.ID, &t.TenantID, &t.SiteID, &t.NodeID, &t.Kind, &t.WorkflowID, &t.ExpiresAt}
 }
 
-// consumeJoinToken spends the token and, when cert is not nil, records cert
-// in the same statement, only if the token was spent.
-func (s *Store) consumeJoinToken(ctx context.Context, hash []byte, kind, site string, now time.Time, cert *Certificate) (JoinToken, error) {
+// consumeJoinToken spends the token and records c in the same statement,
+// only if the token was spent.
+func (s *Store) consumeJoinToken(ctx context.Context, hash []byte, kind, site string, now time.Time, c Certificate) (JoinToken, error) {
 	const op = "store.ConsumeJoinToken"
 	var t JoinToken
 	var claimed bool
 	var used *time.Time
-	args := append([]any{hash, kind, now, site, cert != nil}, certificateArgs(cert)...)
+	args := append([]any{hash, kind, now, site}, certificateArgs(c)...)
 	err := s.pool.QueryRow(ctx, `
 		WITH claimed AS (
 			UPDATE join_tokens SET used_at = $3
 			WHERE hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3 AND ($4 = '' OR site_id = $4)
 			RETURNING id),
-		recorded AS (`+insertCertificate(6)+` FROM claimed WHERE $5)
+		recorded AS (`+insertCertificate(5)+` FROM claimed)
 		SELECT `+joinTokenColumns+`, EXISTS (SELECT 1 FROM claimed), used_at
 		FROM join_tokens WHERE hash = $1`, args...).Scan(append(joinTokenFields(&t), &claimed, &used)...)
 	switch {
@@ -142,13 +136,13 @@ type Certificate struct {
 
 // RecordCertificate stores an issued certificate.
 func (s *Store) RecordCertificate(ctx context.Context, c Certificate) error {
-	_, err := s.pool.Exec(ctx, insertCertificate(1), certificateArgs(&c)...)
+	_, err := s.pool.Exec(ctx, insertCertificate(1), certificateArgs(c)...)
 	return dbError("store.RecordCertificate", err)
 }
 
 // insertCertificate inserts a certificate whose nine values are the
 // statement's parameters $first… (certificateArgs), as INSERT … SELECT: a
-// statement that records it only on a condition appends FROM and WHERE.
+// statement that records it only with another row appends FROM.
 func insertCertificate(first int) string {
 	ps := make([]string, 9)
 	for i := range ps {
@@ -158,12 +152,8 @@ func insertCertificate(first int) string {
 		SELECT ` + strings.Join(ps, ", ")
 }
 
-// certificateArgs are c's values for insertCertificate; when c is nil,
-// placeholders for a statement that then inserts nothing.
-func certificateArgs(c *Certificate) []any {
-	if c == nil {
-		return []any{"", "", "", "", "", "", []byte(nil), []byte(nil), time.Time{}}
-	}
+// certificateArgs are c's values for insertCertificate.
+func certificateArgs(c Certificate) []any {
 	return []any{c.Serial, c.TenantID, c.Role, c.Identity, c.SiteID, c.TokenID, c.PublicKey, c.CertPEM, c.ExpiresAt}
 }
 

@@ -36,19 +36,19 @@ func TestJoinSpendsTokenWithCertificate(t *testing.T) {
 	}
 
 	caDown := errs.New(errs.Unavailable, "the CA is down")
-	_, err := s.ConsumeJoinTokenFor(ctx, hash, "disc", site.ID, time.Now(), func(store.JoinToken) (store.Certificate, error) {
+	_, err := s.ConsumeJoinToken(ctx, hash, "disc", site.ID, time.Now(), func(store.JoinToken) (store.Certificate, error) {
 		return store.Certificate{}, caDown
 	})
 	if !errors.Is(err, caDown) {
 		t.Fatalf("join whose certificate cannot be issued = %v; want the CA's error as it is", err)
 	}
-	_, err = s.ConsumeJoinTokenFor(ctx, hash, "disc", site.ID, time.Now(), func(t store.JoinToken) (store.Certificate, error) {
+	_, err = s.ConsumeJoinToken(ctx, hash, "disc", site.ID, time.Now(), func(t store.JoinToken) (store.Certificate, error) {
 		return cert("taken", t), nil // a serial on record already: the insert fails
 	})
 	wantKind(t, "join whose certificate cannot be recorded", err, errs.AlreadyExists)
 
 	var issued string
-	got, err := s.ConsumeJoinTokenFor(ctx, hash, "disc", site.ID, time.Now(), func(t store.JoinToken) (store.Certificate, error) {
+	got, err := s.ConsumeJoinToken(ctx, hash, "disc", site.ID, time.Now(), func(t store.JoinToken) (store.Certificate, error) {
 		issued = t.NodeID
 		return cert("fresh", t), nil
 	})
@@ -59,7 +59,7 @@ func TestJoinSpendsTokenWithCertificate(t *testing.T) {
 		t.Errorf("the joined agent's certificate: revoked or unknown = %v, %v; want on record", revoked, err)
 	}
 	signed := false
-	_, err = s.ConsumeJoinTokenFor(ctx, hash, "disc", site.ID, time.Now(), func(t store.JoinToken) (store.Certificate, error) {
+	_, err = s.ConsumeJoinToken(ctx, hash, "disc", site.ID, time.Now(), func(t store.JoinToken) (store.Certificate, error) {
 		signed = true
 		return cert("again", t), nil
 	})
@@ -77,13 +77,26 @@ func TestJoinSpendsTokenWithCertificate(t *testing.T) {
 		return store.Certificate{Serial: serial, TenantID: t.TenantID, Role: "site", Identity: t.SiteID, SiteID: t.SiteID,
 			TokenID: t.ID, PublicKey: []byte("k"), CertPEM: []byte("x"), ExpiresAt: time.Now().Add(time.Hour)}
 	}
-	_, err = s.ConsumeSiteTokenFor(ctx, siteHash, time.Now(), func(t store.SiteToken) (store.Certificate, error) {
+	_, err = s.ConsumeSiteToken(ctx, siteHash, time.Now(), func(t store.SiteToken) (store.Certificate, error) {
 		return siteCert("taken", t), nil
 	})
 	wantKind(t, "site join whose certificate cannot be recorded", err, errs.AlreadyExists)
-	if got, err := s.ConsumeSiteTokenFor(ctx, siteHash, time.Now(), func(t store.SiteToken) (store.Certificate, error) {
+	if got, err := s.ConsumeSiteToken(ctx, siteHash, time.Now(), func(t store.SiteToken) (store.Certificate, error) {
 		return siteCert("site-fresh", t), nil
 	}); err != nil || got.ID != st.ID {
 		t.Fatalf("the site's retry with the same token = %+v, %v; want token %s", got, err, st.ID)
 	}
+}
+
+// spendJoin and spendSite are certify functions for tests that spend a
+// token and look only at the token: each issues a certificate of a serial
+// of its own.
+func spendJoin(t store.JoinToken) (store.Certificate, error) {
+	return store.Certificate{Serial: ids.New(ids.JoinToken), TenantID: t.TenantID, Role: "ramdisk", Identity: t.NodeID,
+		SiteID: t.SiteID, TokenID: t.ID, PublicKey: []byte("k"), CertPEM: []byte("x"), ExpiresAt: t.ExpiresAt}, nil
+}
+
+func spendSite(t store.SiteToken) (store.Certificate, error) {
+	return store.Certificate{Serial: ids.New(ids.JoinToken), TenantID: t.TenantID, Role: "site", Identity: t.SiteID,
+		SiteID: t.SiteID, TokenID: t.ID, PublicKey: []byte("k"), CertPEM: []byte("x"), ExpiresAt: t.ExpiresAt}, nil
 }

@@ -43,7 +43,7 @@ func TestReleaseRevokesTheOSAgent(t *testing.T) {
 	}
 
 	move(t, s, n.ID, nodestate.Deployed, nodestate.Releasing, store.TransitionInfo{})
-	_, err := s.ConsumeJoinToken(ctx, hash, "prov", "", time.Now())
+	_, err := s.ConsumeJoinToken(ctx, hash, "prov", "", time.Now(), spendJoin)
 	wantKind(t, "ConsumeJoinToken(the install's token) after the release", err, errs.Unauthenticated)
 	for serial, want := range map[string]bool{"a1": true, "a2": false, "b1": false} {
 		if got, err := s.CertificateRevoked(ctx, serial); err != nil || got != want {

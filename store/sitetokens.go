@@ -47,16 +47,11 @@ func (s *Store) CreateSiteToken(ctx context.Context, t SiteToken, hash []byte) (
 	return tok, false, dbError(op, err)
 }
 
-// ConsumeSiteToken uses up the token with this hash at now: it succeeds once.
-// An unknown, used or expired token is UNAUTHENTICATED, saying which.
-func (s *Store) ConsumeSiteToken(ctx context.Context, hash []byte, now time.Time) (SiteToken, error) {
-	return s.consumeSiteToken(ctx, hash, now, nil)
-}
-
-// ConsumeSiteTokenFor is ConsumeSiteToken that records the certificate
-// certify issues for the token in the statement that spends it (see
-// ConsumeJoinTokenFor).
-func (s *Store) ConsumeSiteTokenFor(ctx context.Context, hash []byte, now time.Time,
+// ConsumeSiteToken uses up the token with this hash at now, once, and
+// records the certificate certify issues for it in the statement that
+// spends it (see ConsumeJoinToken). An unknown, used or expired token is
+// UNAUTHENTICATED, saying which, before anything is issued.
+func (s *Store) ConsumeSiteToken(ctx context.Context, hash []byte, now time.Time,
 	certify func(SiteToken) (Certificate, error)) (SiteToken, error) {
 	tok, err := s.readSiteToken(ctx, hash)
 	if err != nil {
@@ -69,20 +64,20 @@ func (s *Store) ConsumeSiteTokenFor(ctx context.Context, hash []byte, now time.T
 	if err != nil {
 		return SiteToken{}, err
 	}
-	return s.consumeSiteToken(ctx, hash, now, &c)
+	return s.consumeSiteToken(ctx, hash, now, c)
 }
 
-// consumeSiteToken spends the token and, when cert is not nil, records cert
-// in the same statement, only if the token was spent.
-func (s *Store) consumeSiteToken(ctx context.Context, hash []byte, now time.Time, cert *Certificate) (SiteToken, error) {
+// consumeSiteToken spends the token and records c in the same statement,
+// only if the token was spent.
+func (s *Store) consumeSiteToken(ctx context.Context, hash []byte, now time.Time, c Certificate) (SiteToken, error) {
 	const op = "store.ConsumeSiteToken"
-	args := append([]any{hash, now, cert != nil}, certificateArgs(cert)...)
+	args := append([]any{hash, now}, certificateArgs(c)...)
 	tok, err := scanSiteToken(s.pool.QueryRow(ctx, `
 		WITH claimed AS (
 			UPDATE site_tokens SET used_at = $2
 			WHERE hash = $1 AND used_at IS NULL AND expires_at > $2
 			RETURNING *),
-		recorded AS (`+insertCertificate(4)+` FROM claimed WHERE $3)
+		recorded AS (`+insertCertificate(3)+` FROM claimed)
 		SELECT `+siteTokenColumns+` FROM claimed`, args...))
 	if err == nil {
 		return tok, nil

@@ -43,7 +43,7 @@ func TestCreateSiteToken(t *testing.T) {
 		t.Errorf("CreateSiteToken(same key) (-first +again):\n%s", diff)
 	}
 	// The second call's hash was not stored: only the first secret works.
-	if _, err := s.ConsumeSiteToken(ctx, []byte("h2"), time.Now()); !errs.Is(err, errs.Unauthenticated) {
+	if _, err := s.ConsumeSiteToken(ctx, []byte("h2"), time.Now(), spendSite); !errs.Is(err, errs.Unauthenticated) {
 		t.Errorf("ConsumeSiteToken(second hash) = %v, want UNAUTHENTICATED", err)
 	}
 	_, _, err = s.CreateSiteToken(ctx, store.SiteToken{TenantID: "b", SiteID: site.ID, ExpiresAt: expires}, []byte("h3"))
@@ -85,7 +85,7 @@ func TestConsumeSiteToken(t *testing.T) {
 	good := mk("good", now.Add(time.Hour))
 	mk("expired", now.Add(-time.Second))
 
-	used, err := s.ConsumeSiteToken(ctx, []byte("good"), now)
+	used, err := s.ConsumeSiteToken(ctx, []byte("good"), now, spendSite)
 	if err != nil {
 		t.Fatalf("ConsumeSiteToken(good) = %v", err)
 	}
@@ -100,7 +100,7 @@ func TestConsumeSiteToken(t *testing.T) {
 		{"unknown", "unknown site token"},
 	}
 	for _, tt := range tests {
-		_, err := s.ConsumeSiteToken(ctx, []byte(tt.hash), now)
+		_, err := s.ConsumeSiteToken(ctx, []byte(tt.hash), now, spendSite)
 		wantKind(t, "ConsumeSiteToken("+tt.hash+")", err, errs.Unauthenticated)
 		if !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ConsumeSiteToken(%s) = %v, want it to say %q", tt.hash, err, tt.want)
@@ -115,7 +115,7 @@ func TestConsumeSiteTokenConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut := concurrently(8, func(int) (store.SiteToken, error) {
-		return s.ConsumeSiteToken(t.Context(), []byte("once"), time.Now())
+		return s.ConsumeSiteToken(t.Context(), []byte("once"), time.Now(), spendSite)
 	})
 	ok := 0
 	for i, err := range errOut {

@@ -101,14 +101,14 @@ func TestIssueDiscoveryTokenIsSingleUse(t *testing.T) {
 	if !strings.HasPrefix(tok, "bcdisc_") || tok == again {
 		t.Errorf("IssueDiscoveryToken = %q then %q, want two distinct bcdisc_ tokens", tok[:8], again[:8])
 	}
-	jt, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), "", f.now)
+	jt, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), "", f.now, spendToken)
 	if err != nil {
 		t.Fatalf("ConsumeJoinToken(fresh) = %v", err)
 	}
 	if jt.NodeID != node || jt.SiteID != f.site || jt.WorkflowID != in.WorkflowID || !jt.ExpiresAt.Equal(f.now.Add(controlplane.DiscoveryTTL)) {
 		t.Errorf("token = %+v, want node %s site %s workflow %s, expiring %s", jt, node, f.site, in.WorkflowID, f.now.Add(controlplane.DiscoveryTTL))
 	}
-	if _, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), "", f.now); !errs.Is(err, errs.Unauthenticated) {
+	if _, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(tok), string(pki.TokenDiscovery), "", f.now, spendToken); !errs.Is(err, errs.Unauthenticated) {
 		t.Errorf("ConsumeJoinToken(used) = %v, want UNAUTHENTICATED", err)
 	}
 }
@@ -146,4 +146,11 @@ func TestStartCommandRecordsThePreviousOutcome(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("command log (-want +got):\n%s", diff)
 	}
+}
+
+// spendToken is a certify for ConsumeJoinToken in tests that spend a token
+// and look only at the token: a certificate of a serial of its own.
+func spendToken(t store.JoinToken) (store.Certificate, error) {
+	return store.Certificate{Serial: "test-" + t.ID, TenantID: t.TenantID, Role: "ramdisk", Identity: t.NodeID,
+		SiteID: t.SiteID, TokenID: t.ID, PublicKey: []byte("k"), CertPEM: []byte("x"), ExpiresAt: t.ExpiresAt}, nil
 }

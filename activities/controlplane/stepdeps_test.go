@@ -61,7 +61,7 @@ func TestIssueJoinTokenInTransaction(t *testing.T) {
 		if s := fmt.Sprintf("%v %+v %#v", tok, tok, tok); strings.Contains(s, string(tok.Token)) || !strings.HasPrefix(string(tok.Token), "bcprov_") {
 			t.Fatalf("IssueJoinToken printed %q, want a bcprov_ token that prints redacted", s)
 		}
-		jt, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(string(tok.Token)), kind, "", f.now)
+		jt, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(string(tok.Token)), kind, "", f.now, spendToken)
 		if !commit {
 			if !errs.Is(err, errs.Unauthenticated) || !strings.Contains(err.Error(), "unknown") {
 				t.Errorf("ConsumeJoinToken(rolled back) = %v, want unknown join token", err)
@@ -71,7 +71,7 @@ func TestIssueJoinTokenInTransaction(t *testing.T) {
 		if err != nil || jt.NodeID != node || jt.SiteID != f.site || !jt.ExpiresAt.Equal(f.now.Add(3*time.Hour)) {
 			t.Fatalf("ConsumeJoinToken(committed) = %+v, %v, want node %s site %s expiring in 3h", jt, err, node, f.site)
 		}
-		if _, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(string(tok.Token)), kind, "", f.now); !errs.Is(err, errs.Unauthenticated) {
+		if _, err := f.s.ConsumeJoinToken(t.Context(), pki.HashToken(string(tok.Token)), kind, "", f.now, spendToken); !errs.Is(err, errs.Unauthenticated) {
 			t.Errorf("ConsumeJoinToken(again) = %v, want UNAUTHENTICATED", err)
 		}
 	}
