@@ -72,8 +72,9 @@ var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a 
 //	                the same sequence of local, control-plane-queue and
 //	                site-queue activities with the options ours had, read
 //	                from our warm-up loop's history; every activity is a
-//	                no-op (one heartbeat where ours have a heartbeat
-//	                timeout). Ours's timed loops and bare's must show the
+//	                no-op without a heartbeat (ours send none in a
+//	                loop: their commands end long before the site's
+//	                first). Ours's timed loops and bare's must show the
 //	                same steps and options as that warm-up.
 //	Fleet/cluster/N=n  with -fleet-cluster naming n: ours's loop through
 //	                the control plane on a Temporal cluster on PostgreSQL,

@@ -18,15 +18,20 @@ import (
 // through the encrypting codec with key, failures too, over tc (mutual
 // TLS) when it is not nil.
 func Dial(ctx context.Context, addr, namespace string, key []byte, tc *tls.Config) (client.Client, error) {
-	dc := codec.NewDataConverter(key)
-	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace,
-		DataConverter: dc, FailureConverter: codec.NewFailureConverter(dc),
-		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-		ConnectionOptions: client.ConnectionOptions{TLS: tc, GrpcCompression: codec.Compression()}})
+	c, err := client.DialContext(ctx, options(addr, namespace, key, tc))
 	if err != nil {
 		return nil, errs.Wrap(errs.Unavailable, err, "dial Temporal at %s for the baseline", addr)
 	}
 	return c, nil
+}
+
+// options are Dial's client options.
+func options(addr, namespace string, key []byte, tc *tls.Config) client.Options {
+	dc := codec.NewDataConverter(key)
+	return client.Options{HostPort: addr, Namespace: namespace,
+		DataConverter: dc, FailureConverter: codec.NewFailureConverter(dc),
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{TLS: tc, GrpcCompression: codec.Compression()}}
 }
 
 // SiteTLS is how a site agent of siteID dials the frontend: a certificate
