@@ -385,7 +385,7 @@ func TestKexec(t *testing.T) {
 	if err == nil {
 		err = json.Unmarshal(b, &rec)
 	}
-	head := sha256.Sum256(raw[:1<<20])
+	head := sha256.Sum256(raw[:64<<10])
 	if err != nil || rec.KernelSHA256 != hex.EncodeToString(head[:]) || !strings.Contains(rec.Cmdline, "console=ttyS0") {
 		t.Errorf("kexec record = %+v, %v; want the deployed image's head and the console", rec, err)
 	}

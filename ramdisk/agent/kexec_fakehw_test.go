@@ -13,9 +13,10 @@ import (
 	"github.com/better-compute/better-compute/ramdisk/disk"
 )
 
-// TestLocateOSTakesTheDeployedHead: the fake kernel is the disk's first MiB
-// whatever is in it, and a disk whose first MiB is zero (data after it
-// does not count) is refused INVALID_STATE before anything is staged.
+// TestLocateOSTakesTheDeployedHead: the fake kernel is the disk's first
+// 64 KiB whatever is in them, and a disk whose first 64 KiB are zero (data
+// after them does not count) is refused INVALID_STATE before anything is
+// staged.
 func TestLocateOSTakesTheDeployedHead(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -23,8 +24,8 @@ func TestLocateOSTakesTheDeployedHead(t *testing.T) {
 		wantErr errs.Kind
 	}{
 		{"data first", 0, ""},
-		{"data last in the first MiB", fakeKernelBytes - 1, ""},
-		{"data after the first MiB", fakeKernelBytes, errs.InvalidState},
+		{"data last in the head", fakeKernelBytes - 1, ""},
+		{"data after the head", fakeKernelBytes, errs.InvalidState},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
