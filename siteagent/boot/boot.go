@@ -9,17 +9,14 @@ package boot
 
 import (
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"log/slog"
-	"os"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/better-compute/better-compute/errs"
-	"github.com/better-compute/better-compute/internal/atomicfile"
+	"github.com/better-compute/better-compute/internal/slotfile"
 	"github.com/better-compute/better-compute/kinds"
 )
 
@@ -71,23 +68,26 @@ type Table struct {
 	version, written uint64
 	writing          bool
 	wrote            *sync.Cond
-	write            func(path string, data []byte, mode os.FileMode) error // atomicfile.Write
+	write            func(data []byte) error // file.Write
+	file             *slotfile.File
 }
 
-// Open loads the table persisted at path, or starts an empty one.
+// Open loads the table persisted at path (in two slot files beside it,
+// path.0 and path.1: see slotfile; a table written whole at path before
+// them is read and replaced at the first change), or starts an empty one.
 func Open(path string, log *slog.Logger) (*Table, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Table{path: path, log: log, now: time.Now, changed: make(chan struct{}, 1), write: atomicfile.Write,
-		entries: map[string]kinds.BootEntry{}, byMAC: map[string]string{}, discoveries: map[string]Discovery{}}
-	t.wrote = sync.NewCond(&t.mu)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return t, nil
-	}
+	sf, b, err := slotfile.Open(path, 0o600)
 	if err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "cannot read the boot table %s", path)
+	}
+	t := &Table{path: path, log: log, now: time.Now, changed: make(chan struct{}, 1), write: sf.Write, file: sf,
+		entries: map[string]kinds.BootEntry{}, byMAC: map[string]string{}, discoveries: map[string]Discovery{}}
+	t.wrote = sync.NewCond(&t.mu)
+	if b == nil {
+		return t, nil
 	}
 	var f file
 	if err := json.Unmarshal(b, &f); err != nil {
@@ -243,7 +243,7 @@ func (t *Table) commitLocked() error {
 		}
 		t.writing = true
 		t.mu.Unlock()
-		err = t.write(t.path, b, 0o600)
+		err = t.write(b)
 		t.mu.Lock()
 		t.writing = false
 		t.wrote.Broadcast()

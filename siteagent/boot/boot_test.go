@@ -1,15 +1,21 @@
 package boot
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/slotfile"
 	"github.com/better-compute/better-compute/kinds"
 )
 
@@ -84,8 +90,10 @@ func TestTablePersistsAndMovesMACs(t *testing.T) {
 	must(tab.SetEntry(kinds.BootEntry{NodeID: "node_c", MACs: []string{"52:54:00:aa:00:05"}}))
 	must(tab.ClearEntry("node_c"))
 	must(tab.ClearEntry("node_c"))
-	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
-		t.Errorf("boot table file = %v, %v; want mode 0600", st, err)
+	for _, slot := range []string{path + ".0", path + ".1"} {
+		if st, err := os.Stat(slot); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("boot table slot %s = %v, %v; want mode 0600", slot, st, err)
+		}
 	}
 
 	re, err := Open(path, nil)
@@ -152,5 +160,69 @@ func TestRamdiskFiles(t *testing.T) {
 		if status != tt.wantStatus || !strings.Contains(body, tt.wantIn) {
 			t.Errorf("GET %s = %d %q, want %d containing %q", tt.url, status, body, tt.wantStatus, tt.wantIn)
 		}
+	}
+}
+
+// onDisk reads the table as a restarted agent would.
+func onDisk(t *testing.T, path string) file {
+	t.Helper()
+	_, b, err := slotfile.Open(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f file
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("the boot table on disk: %v", err)
+	}
+	return f
+}
+
+// TestChangesWriteInPlace: a change rewrites a slot file in place (the
+// same inode: no temporary file renamed over the table, whose rename and
+// directory sync were two of a change's three journal commits), the two
+// slots taking turns; a table written whole at the path by an agent from
+// before slots is read and then replaced by them.
+func TestChangesWriteInPlace(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "boot.json")
+	legacy, _ := json.Marshal(file{Entries: []kinds.BootEntry{{NodeID: "node_old", MACs: []string{"52:54:00:aa:00:0a"}}}})
+	if err := os.WriteFile(path, legacy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := tab.Lookup("52:54:00:aa:00:0a"); !ok || e.NodeID != "node_old" {
+		t.Errorf("Lookup in a table written whole = %+v, %v; want node_old", e, ok)
+	}
+	inode := func(p string) uint64 {
+		t.Helper()
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Sys().(*syscall.Stat_t).Ino
+	}
+	set := func(i int) {
+		t.Helper()
+		if err := tab.SetEntry(kinds.BootEntry{NodeID: fmt.Sprintf("node_%d", i), MACs: []string{fmt.Sprintf("52:54:00:aa:01:%02x", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(1)
+	set(2)
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the table written whole is still there after the slots took over (%v)", err)
+	}
+	ino0, ino1 := inode(path+".0"), inode(path+".1")
+	for i := 3; i < 7; i++ {
+		set(i)
+	}
+	if inode(path+".0") != ino0 || inode(path+".1") != ino1 {
+		t.Error("a change replaced a slot file instead of writing it in place")
+	}
+	if f := onDisk(t, path); len(f.Entries) != 7 {
+		t.Errorf("on disk: %d entries, want 7 (node_old and six set)", len(f.Entries))
 	}
 }

@@ -1,16 +1,13 @@
 package boot
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/internal/atomicfile"
 	"github.com/better-compute/better-compute/kinds"
 )
 
@@ -28,24 +25,16 @@ func TestChangesShareWrites(t *testing.T) {
 	}
 	var writes atomic.Int32
 	inWrite, release := make(chan struct{}), make(chan struct{})
-	tb.write = func(p string, b []byte, mode os.FileMode) error {
+	tb.write = func(b []byte) error {
 		if writes.Add(1) == 1 {
 			close(inWrite)
 			<-release // the first write holds on until the lookup below answered
 		}
 		time.Sleep(5 * time.Millisecond)
-		return atomicfile.Write(p, b, mode)
+		return tb.file.Write(b)
 	}
-	onDisk := func() map[string]bool {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Error(err)
-			return nil
-		}
-		var f file
-		if err := json.Unmarshal(b, &f); err != nil {
-			t.Error(err)
-		}
+	ids := func() map[string]bool {
+		f := onDisk(t, path)
 		got := map[string]bool{}
 		for _, e := range f.Entries {
 			got[e.NodeID] = true
@@ -62,7 +51,7 @@ func TestChangesShareWrites(t *testing.T) {
 				t.Errorf("SetEntry(%s) = %v", id, err)
 				return
 			}
-			if !onDisk()[id] {
+			if !ids()[id] {
 				t.Errorf("SetEntry(%s) returned before its entry was on disk", id)
 			}
 		})
@@ -83,7 +72,7 @@ func TestChangesShareWrites(t *testing.T) {
 	if got := writes.Load(); got > n/4 {
 		t.Errorf("%d writes for %d changes at once, want at most %d", got, n, n/4)
 	}
-	if got := len(onDisk()); got != n {
+	if got := len(ids()); got != n {
 		t.Errorf("%d entries on disk, want %d", got, n)
 	}
 }
