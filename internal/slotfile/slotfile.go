@@ -6,7 +6,7 @@
 // write is one write and one fdatasync of a file whose blocks are allocated
 // already; atomicfile's way (a temporary file synced, renamed, the
 // directory synced) took three journal commits, 1.95 ms a boot entry against
-// 0.83 ms in the fleet benchmark at one machine. A write torn by a crash or
+// 1.06 ms in the fleet benchmark at one machine. A write torn by a crash or
 // a power loss fails its checksum, and the other slot, the state before
 // that write, is read: a write that returned survives, one that did not
 // leaves the one before.
