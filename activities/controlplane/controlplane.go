@@ -137,9 +137,12 @@ func (a *Activities) GetImage(ctx context.Context, in kinds.ImageInput) (kinds.E
 // checked, when set) and resolves it against the step registry
 // (PlanProfile).
 func (a *Activities) GetProfile(ctx context.Context, in kinds.ProfileInput) (kinds.Profile, error) {
-	p, err := a.Store.GetProfile(ctx, in.TenantID, in.ProfileID, in.Version)
-	if in.Owner != "" {
+	var p store.Profile
+	var err error
+	if in.Owner != "" { // the catalog the deploy checked: the tenant's own or another's public profile
 		p, err = a.Store.GetProfileOf(ctx, in.TenantID, in.Owner, in.ProfileID, in.Version)
+	} else {
+		p, err = a.Store.GetProfile(ctx, in.TenantID, in.ProfileID, in.Version)
 	}
 	if err != nil {
 		return kinds.Profile{}, errs.ToTemporal(err)
