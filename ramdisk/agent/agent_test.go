@@ -83,6 +83,26 @@ func TestJoinAndCollectLogs(t *testing.T) {
 	}
 }
 
+// TestJoinConnectionClosed: the connection the join used (no client
+// certificate) is closed once the ramdisk has its certificate. Before, it
+// stayed idle at the relay until the client's 90 s idle timeout: one per
+// ramdisk boot at the site agent.
+func TestJoinConnectionClosed(t *testing.T) {
+	t.Parallel()
+	relay := agenttest.NewRelay(t)
+	a := startAgent(t, relay, Config{}, "")
+	id := ids.New(ids.Command)
+	relay.Send(kinds.Command{ID: id, NodeID: a.node, Kind: kinds.LogsCollect})
+	relay.WaitResult(t, id, 1) // the ramdisk works over its mTLS connection
+	deadline := time.Now().Add(10 * time.Second)
+	for relay.ClosedConns() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the join's connection is still open 10 s after the join")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestRepeatedCommandReturnsKeptResult(t *testing.T) {
 	t.Parallel()
 	relay := agenttest.NewRelay(t)

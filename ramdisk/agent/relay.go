@@ -154,7 +154,12 @@ func (r *relay) adopt(certPEM, caPEM []byte) error {
 		return err
 	}
 	r.certPEM = certPEM
+	joined := r.http
 	r.http = &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: true}}
+	// The join's connection, without a client certificate, serves nothing
+	// more: closed now, not left idle at the relay for the transport's 90 s
+	// (a site agent held one per ramdisk boot).
+	joined.CloseIdleConnections()
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -52,6 +53,7 @@ type Relay struct {
 	joins    []Join
 	results  map[string][]kinds.Result
 	progress []kinds.Progress
+	closed   int           // connections the relay saw closed
 	changed  chan struct{} // closed and replaced on every recorded event
 }
 
@@ -92,12 +94,26 @@ func NewRelayFor(t testing.TB, hosts ...string) *Relay {
 	mux.HandleFunc("POST /v1/commands/{id}/result", r.postResult)
 	r.Srv = httptest.NewUnstartedServer(mux)
 	r.Srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are what some tests want
+	r.Srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			r.mu.Lock()
+			r.closed++
+			r.mu.Unlock()
+		}
+	}
 	r.Srv.TLS = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair},
 		ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool(),
 		VerifyConnection: pki.VerifyPeer(ca.TrustDomain(), pki.Want{Roles: []pki.Role{pki.RoleRamdisk}, Optional: true})}
 	r.Srv.StartTLS()
 	t.Cleanup(r.Srv.Close)
 	return r
+}
+
+// ClosedConns is how many client connections the relay has seen closed.
+func (r *Relay) ClosedConns() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 // URL is the relay's https://127.0.0.1:port.
