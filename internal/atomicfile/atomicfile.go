@@ -33,10 +33,14 @@ func Write(path string, data []byte, mode os.FileMode) error {
 	return nil
 }
 
-// syncDir syncs dir, so that a rename in it is on the disk: until then a
-// power loss may bring the old file back (the rename is a change to the
-// directory, which the file's own sync does not write).
-var syncDir = func(dir string) error {
+// syncDir is SyncDir; tests replace it.
+var syncDir = SyncDir
+
+// SyncDir syncs dir, so that a rename in it, or a file created in it, is on
+// the disk: until then a power loss may bring the old file back or lose the
+// new one (the name is a change to the directory, which the file's own sync
+// does not write).
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

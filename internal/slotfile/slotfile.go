@@ -23,6 +23,7 @@ import (
 	"syscall"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/atomicfile"
 )
 
 // pad is what a slot's size is rounded up to.
@@ -166,16 +167,5 @@ func readSlot(path string) (uint64, []byte, error) {
 	return seq, data, nil
 }
 
-// syncDir syncs dir, so that a file created in it is found after a power
-// loss.
-var syncDir = func(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+// syncDir is atomicfile.SyncDir; tests replace it.
+var syncDir = atomicfile.SyncDir
