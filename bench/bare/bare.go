@@ -11,8 +11,10 @@
 // activity returns at once, without a heartbeat: ours heartbeat every 5 s,
 // on a boot milestone (looked at each second) and on the ramdisk's
 // progress (posted each second), none of which a command of a few
-// milliseconds reaches, and a fleet loop of ours sends none at 1 and 20
-// machines. What a better-compute loop costs beyond this is better-compute's
+// milliseconds reaches: a fleet loop of ours at one machine sends none
+// (counted over four loops). A larger fleet's commands that wait seconds
+// for a ramdisk boot heartbeat, which is ours's cost. What a better-compute
+// loop costs beyond this is better-compute's
 // own: Postgres, the state compare-and-set, the command log, the relay.
 package bare
 

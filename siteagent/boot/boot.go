@@ -91,7 +91,7 @@ func Open(path string, log *slog.Logger) (*Table, error) {
 	}
 	var f file
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "the boot table %s is corrupt; move it away to start empty", path)
+		return nil, errs.Wrap(errs.Internal, err, "the boot table %s is corrupt; move it and %s.0, %s.1 away to start empty", path, path, path)
 	}
 	for _, e := range f.Entries {
 		t.entries[e.NodeID] = e
