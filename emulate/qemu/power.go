@@ -70,8 +70,34 @@ func (m *Machine) converge() {
 		}
 		m.boot(st)
 	case st.Power == bmc.On && p == nil:
+		if m.bootLanding(st) {
+			return
+		}
 		m.boot(st)
 	}
+}
+
+// landWait bounds how long a power-on waits for its boot record.
+const landWait = 2 * time.Second
+
+// bootLanding reports whether the BMC says on with no boot since the last
+// one QEMU ran: ipmi_sim's chassis control writes a power-on's power before
+// its boot record (emulate's machines need the power on first), and a loop
+// that read between the two started QEMU for the boot before, from its
+// device, then reset it when the record came: a first boot from the disk
+// reset by the host, an extra PXE boot (CI, TestIPMIChassisDrivesQEMU and
+// TestEmulatedSite). A power-on from off always makes a record, so the loop
+// waits for it, up to landWait, then boots as before (a BMC left on with no
+// QEMU and no record coming).
+func (m *Machine) bootLanding(st bmcState) bool {
+	if st.Boots != m.lastBoot {
+		m.landing = time.Time{}
+		return false
+	}
+	if m.landing.IsZero() {
+		m.landing = time.Now()
+	}
+	return time.Since(m.landing) < landWait
 }
 
 // machineDid tells the BMC what the machine did by itself: QEMU under
@@ -98,6 +124,7 @@ func (m *Machine) boot(st bmcState) {
 	if dev != bmc.BootPXE {
 		dev = bmc.BootDisk
 	}
+	m.lastBoot, m.landing = st.Boots, time.Time{}
 	p, err := m.start(st.Boots, dev)
 	if err != nil {
 		m.log.Error("qemu: the machine cannot start", "err", err)

@@ -114,6 +114,11 @@ type Machine struct {
 	done   chan struct{}
 
 	cur *process // owned by the power loop
+	// lastBoot is the BMC's boot number QEMU last started for, and landing
+	// when the loop first saw the BMC on with no newer one (bootLanding);
+	// the power loop's.
+	lastBoot int
+	landing  time.Time
 
 	mu    sync.Mutex
 	boots []Boot
