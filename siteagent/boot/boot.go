@@ -47,9 +47,8 @@ type file struct {
 
 // Table is the boot table. Its methods are safe for concurrent use.
 type Table struct {
-	path string
-	log  *slog.Logger
-	now  func() time.Time
+	log *slog.Logger
+	now func() time.Time
 
 	mu          sync.Mutex
 	entries     map[string]kinds.BootEntry // by node id
@@ -68,8 +67,7 @@ type Table struct {
 	version, written uint64
 	writing          bool
 	wrote            *sync.Cond
-	write            func(data []byte) error // file.Write
-	file             *slotfile.File
+	write            func(data []byte) error // the slotfile's Write
 }
 
 // Open loads the table persisted at path (in two slot files beside it,
@@ -83,7 +81,7 @@ func Open(path string, log *slog.Logger) (*Table, error) {
 	if err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "cannot read the boot table %s", path)
 	}
-	t := &Table{path: path, log: log, now: time.Now, changed: make(chan struct{}, 1), write: sf.Write, file: sf,
+	t := &Table{log: log, now: time.Now, changed: make(chan struct{}, 1), write: sf.Write,
 		entries: map[string]kinds.BootEntry{}, byMAC: map[string]string{}, discoveries: map[string]Discovery{}}
 	t.wrote = sync.NewCond(&t.mu)
 	if b == nil {
