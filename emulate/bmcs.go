@@ -26,13 +26,14 @@ type machineBMC interface {
 func (c *Config) isIPMI(i int) bool { return i >= c.Machines-c.IPMI }
 
 // startBMC starts machine m's BMC, Redfish or IPMI, which boots the machine
-// through m.onBoot whenever it powers it on or resets it.
+// through m.onBoot whenever it powers it on or resets it, and stops it
+// through m.onPowerOff when it powers it off.
 func (m *machine) startBMC(i int) (machineBMC, error) {
 	cfg := &m.rack.cfg
 	log := cfg.BMCLogger.With("machine", m.name)
 	if cfg.isIPMI(i) {
 		b, err := ipmibmc.Start(filepath.Join(m.dir, "ipmi-bmc"), ipmibmc.Config{Username: cfg.Username,
-			Password: cfg.Password, ProductUUID: m.id.UUID, OnBoot: m.onBoot, Logger: log,
+			Password: cfg.Password, ProductUUID: m.id.UUID, OnBoot: m.onBoot, OnPowerOff: m.onPowerOff, Logger: log,
 			FRU: ipmibmc.FRU("Better Compute", "Emulated IPMI Machine", "EMU"+strings.ToUpper(m.id.UUID[:8]))})
 		if err != nil {
 			return nil, err
@@ -41,7 +42,7 @@ func (m *machine) startBMC(i int) (machineBMC, error) {
 	}
 	b, err := redfishbmc.New(redfishbmc.Config{Username: cfg.Username, Password: cfg.Password, UUID: m.id.UUID,
 		MACs: m.id.MACs, HideNICs: cfg.BMCsHideMACs, MockupDir: cfg.MockupDir, CPUs: 1, CPUThreads: 4, MemoryBytes: 8 << 30,
-		OnBoot: m.onBoot, Logger: log})
+		OnBoot: m.onBoot, OnPowerOff: m.onPowerOff, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -5,16 +5,11 @@ import (
 	"context"
 	"io"
 	"os"
-	"time"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/ramdisk/agent"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 )
-
-// powerPoll is how often a machine looks at its BMC's power: the BMC has a
-// hook for boots but not for power-offs.
-const powerPoll = 100 * time.Millisecond
 
 // onBoot is the BMC's boot hook: the machine (re)boots from dev.
 func (m *machine) onBoot(dev bmc.BootDevice) {
@@ -122,40 +117,19 @@ func (m *machine) setError(s string) {
 	m.st.LastError = s
 }
 
-// watchPower stops the ramdisk and records "off" when the BMC powers the
-// machine off.
-func (m *machine) watchPower() {
-	defer m.rack.wg.Done()
-	defer close(m.watchUp)
-	t := time.NewTicker(powerPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.rack.ctx.Done():
-			return
-		case <-t.C:
-		}
-		if m.bmc.power() != bmc.Off || m.bootedInto() == BootedOff {
-			continue
-		}
-		m.bootMu.Lock()
-		if m.bmc.power() == bmc.Off { // not booted again meanwhile
-			m.stopRamdisk()
-			m.mu.Lock()
-			m.st.BootedInto, m.st.Kexeced = BootedOff, false
-			m.mu.Unlock()
-			m.log.Info("emulate: machine powered off")
-		}
-		m.bootMu.Unlock()
+// onPowerOff is the BMC's power-off hook: the machine stops its ramdisk and
+// records "off", unless it was powered on again meanwhile.
+func (m *machine) onPowerOff() {
+	m.bootMu.Lock()
+	defer m.bootMu.Unlock()
+	if m.bmc.power() != bmc.Off {
+		return
 	}
-}
-
-// bootedInto is state().BootedInto without state's copies (and its BMC
-// calls): watchPower asks it ten times a second for every machine.
-func (m *machine) bootedInto() string {
+	m.stopRamdisk()
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.st.BootedInto
+	m.st.BootedInto, m.st.Kexeced = BootedOff, false
+	m.mu.Unlock()
+	m.log.Info("emulate: machine powered off")
 }
 
 // hasImage reports whether the disk's first MiB holds anything but zeros.

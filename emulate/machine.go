@@ -42,11 +42,10 @@ type machine struct {
 	bootMu    sync.Mutex  // serializes boots and power-offs
 	unplugged atomic.Bool // the NIC's link is down: PXE finds no network
 
-	mu      sync.Mutex
-	st      MachineState
-	stopRD  context.CancelFunc // the running ramdisk, nil when none
-	rdDone  chan struct{}
-	watchUp chan struct{} // closed when the power watcher ends
+	mu     sync.Mutex
+	st     MachineState
+	stopRD context.CancelFunc // the running ramdisk, nil when none
+	rdDone chan struct{}
 }
 
 func (r *Rack) newMachine(i int) (*machine, error) {
@@ -66,9 +65,6 @@ func (r *Rack) newMachine(i int) (*machine, error) {
 	if m.bmc, err = m.startBMC(i); err != nil {
 		return nil, err
 	}
-	m.watchUp = make(chan struct{})
-	r.wg.Add(1)
-	go m.watchPower()
 	return m, nil
 }
 
@@ -149,5 +145,4 @@ func (m *machine) close() {
 	m.stopRamdisk()
 	m.bootMu.Unlock()
 	m.bmc.close()
-	<-m.watchUp
 }

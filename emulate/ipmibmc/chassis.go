@@ -7,9 +7,9 @@ package ipmibmc
 // as real machines do. A reset, and a power-on once its power has landed,
 // append the boot device to boots, which the BMC's watcher turns into the
 // machine's boot (watch.go). The order matters: the rack's machine stops
-// its ramdisk when it finds its power off (emulate's watchPower), so a boot
-// seen before the power file said on was stopped at once, and the machine
-// stayed off with its BMC on. The Redfish BMC, too, sets the power before
+// its ramdisk when it finds its power off (emulate's onPowerOff, which
+// looks at the power file), so a boot seen before the power file said on
+// was stopped at once, and the machine stayed off with its BMC on. The Redfish BMC, too, sets the power before
 // it calls its boot hook (powerOnLocked).
 // ipmi_sim does not tell it when a boot-once override is consumed, so a
 // machine boots from the device last set until another is set. power and

@@ -3,8 +3,9 @@
 // machine's product UUID as its system GUID, FRU 0 when given, and a
 // chassis_control script (chassis.go) that keeps the machine's power and
 // boot device in files of its directory. The BMC watches those files
-// (watch.go): every power-on or reset calls OnBoot with the boot device, as
-// the emulated Redfish BMC does, so the machine boots. The emulated rack
+// (watch.go): every power-on or reset calls OnBoot with the boot device, and
+// every power-off OnPowerOff, as the emulated Redfish BMC does, so the
+// machine boots and stops. The emulated rack
 // (emulate) and the IPMI tests (bmc/ipmi/ipmisim) both start it here.
 package ipmibmc
 
@@ -52,7 +53,10 @@ type Config struct {
 	// OnBoot, when set, is called for each power-on or reset, with the boot
 	// device in effect (bmc.BootDisk when none is set), one call at a time.
 	OnBoot func(dev bmc.BootDevice)
-	Logger *slog.Logger
+	// OnPowerOff, when set, is called when the machine goes from on to off,
+	// one call at a time with OnBoot's.
+	OnPowerOff func()
+	Logger     *slog.Logger
 }
 
 // BMC is one running ipmi_sim.

@@ -10,17 +10,20 @@ import (
 	"github.com/better-compute/better-compute/errs"
 )
 
-// poll is how often the watcher reads the chassis script's boots file:
-// ipmi_sim runs the script, which cannot call back into this process, so
-// the files are the coupling and a short poll the hook.
+// poll is how often the watcher reads the chassis script's boots and power
+// files: ipmi_sim runs the script, which cannot call back into this
+// process, so the files are the coupling and a short poll the hook.
 const poll = 100 * time.Millisecond
 
-// watch calls OnBoot for each line the chassis script appends to boots.
-// Boots that land between two polls become one boot from the last device:
-// the machine restarted more than once in 100 ms, and only the last counts.
+// watch calls OnBoot for each line the chassis script appends to boots, and
+// OnPowerOff when the power it writes goes from on to off. Boots that land
+// between two polls become one boot from the last device: the machine
+// restarted more than once in 100 ms, and only the last counts; an off and
+// on again between two polls is a boot, not a power-off.
 func (b *BMC) watch() {
 	defer close(b.done)
 	seen := len(b.Lines("boots"))
+	on := b.Power() == bmc.On
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
@@ -29,15 +32,22 @@ func (b *BMC) watch() {
 			return
 		case <-t.C:
 		}
-		boots := b.Lines("boots")
-		if len(boots) <= seen {
-			continue
+		if boots := b.Lines("boots"); len(boots) > seen {
+			seen = len(boots)
+			dev := deviceOf(boots[len(boots)-1])
+			b.cfg.Logger.Info("emulated IPMI BMC: the machine boots", "device", string(dev))
+			if b.cfg.OnBoot != nil {
+				b.cfg.OnBoot(dev)
+			}
 		}
-		seen = len(boots)
-		dev := deviceOf(boots[len(boots)-1])
-		b.cfg.Logger.Info("emulated IPMI BMC: the machine boots", "device", string(dev))
-		if b.cfg.OnBoot != nil {
-			b.cfg.OnBoot(dev)
+		switch b.Power() {
+		case bmc.On:
+			on = true
+		case bmc.Off:
+			if on && b.cfg.OnPowerOff != nil {
+				b.cfg.OnPowerOff()
+			}
+			on = false
 		}
 	}
 }

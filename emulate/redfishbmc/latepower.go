@@ -30,5 +30,14 @@ func (b *BMC) land(change func()) {
 	})
 }
 
-// powerOffLocked turns the machine off. Callers hold b.mu.
-func (b *BMC) powerOffLocked() { b.m.power = bmc.Off }
+// powerOffLocked turns the machine off; a machine that was on tells the
+// OnPowerOff hook. Callers hold b.mu.
+func (b *BMC) powerOffLocked() {
+	if b.m.power == bmc.Off {
+		return
+	}
+	b.m.power = bmc.Off
+	if hook := b.cfg.OnPowerOff; hook != nil {
+		go hook()
+	}
+}

@@ -105,7 +105,7 @@ func (b *BMC) SetPowerState(s bmc.PowerState) {
 	case s == bmc.On && b.m.power == bmc.Off:
 		b.powerOnLocked()
 	case s == bmc.Off:
-		b.m.power = bmc.Off
+		b.powerOffLocked()
 	}
 }
 
@@ -133,7 +133,7 @@ func (b *BMC) PoweredOff(boot int) bool {
 	if b.m.power != bmc.On || b.m.boots != boot {
 		return false
 	}
-	b.m.power = bmc.Off
+	b.powerOffLocked()
 	return true
 }
 

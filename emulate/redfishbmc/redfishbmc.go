@@ -67,6 +67,9 @@ type Config struct {
 	// OnBoot, when set, is called in its own goroutine each time the machine
 	// powers on or restarts, with the boot device in effect for that boot.
 	OnBoot func(dev bmc.BootDevice)
+	// OnPowerOff, when set, is called in its own goroutine each time the
+	// machine goes from on to off.
+	OnPowerOff func()
 
 	Logger *slog.Logger
 }
@@ -257,8 +260,7 @@ func (b *BMC) State() State {
 	}
 }
 
-// Power is State().Power without State's copies: the emulated machine
-// asks it ten times a second.
+// Power is State().Power without State's copies.
 func (b *BMC) Power() bmc.PowerState {
 	b.mu.Lock()
 	defer b.mu.Unlock()
