@@ -9,8 +9,9 @@ package ipmibmc
 // machine's boot (watch.go). The order matters: the rack's machine stops
 // its ramdisk when it finds its power off (emulate's onPowerOff, which
 // looks at the power file), so a boot seen before the power file said on
-// was stopped at once, and the machine stayed off with its BMC on. The Redfish BMC, too, sets the power before
-// it calls its boot hook (powerOnLocked).
+// was stopped at once, and the machine stayed off with its BMC on. The
+// Redfish BMC, too, sets the power before it calls its boot hook
+// (powerOnLocked).
 // ipmi_sim does not tell it when a boot-once override is consumed, so a
 // machine boots from the device last set until another is set. power and
 // boot are replaced by rename, never rewritten in place: ipmi_sim reads

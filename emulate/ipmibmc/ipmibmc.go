@@ -5,8 +5,8 @@
 // boot device in files of its directory. The BMC watches those files
 // (watch.go): every power-on or reset calls OnBoot with the boot device, and
 // every power-off OnPowerOff, as the emulated Redfish BMC does, so the
-// machine boots and stops. The emulated rack
-// (emulate) and the IPMI tests (bmc/ipmi/ipmisim) both start it here.
+// machine boots and stops. The emulated rack (emulate) and the IPMI tests
+// (bmc/ipmi/ipmisim) both start it here.
 package ipmibmc
 
 import (
