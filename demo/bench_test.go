@@ -74,8 +74,8 @@ var fleetProfile = flag.String("fleet-cpuprofile", "", "BenchmarkFleet: write a 
 //	                from our warm-up loop's history; every activity is a
 //	                no-op without a heartbeat (ours send none in a
 //	                loop at one machine: their commands end long before
-//	                the site's first). Ours's timed loops and bare's must show the
-//	                same steps and options as that warm-up.
+//	                the site's first). Ours's timed loops and bare's must
+//	                show the same steps and options as that warm-up.
 //	Fleet/cluster/N=n  with -fleet-cluster naming n: ours's loop through
 //	                the control plane on a Temporal cluster on PostgreSQL,
 //	                deploy/cluster/Procfile's processes (benchCluster), after

@@ -13,9 +13,9 @@
 // progress (posted each second), none of which a command of a few
 // milliseconds reaches: a fleet loop of ours at one machine sends none
 // (counted over four loops). A larger fleet's commands that wait seconds
-// for a ramdisk boot heartbeat, which is ours's cost. What a better-compute
-// loop costs beyond this is better-compute's
-// own: Postgres, the state compare-and-set, the command log, the relay.
+// for a ramdisk boot heartbeat, which is ours's cost. What a
+// better-compute loop costs beyond this is better-compute's own: Postgres,
+// the state compare-and-set, the command log, the relay.
 package bare
 
 import (
