@@ -26,6 +26,7 @@ import (
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
 	"github.com/better-compute/better-compute/internal/startid"
+	"github.com/better-compute/better-compute/internal/wfresult"
 	"github.com/better-compute/better-compute/nodestate"
 	"github.com/better-compute/better-compute/store"
 	wf "github.com/better-compute/better-compute/workflows"
@@ -323,7 +324,7 @@ func (s metal) settled(ctx context.Context, n store.Node) (store.Node, *workflow
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_ = s.temporal.GetWorkflow(wctx, wf.WorkflowID(n.ID), info.GetExecution().GetRunId()).Get(wctx, nil)
+	_ = wfresult.Get(wctx, s.temporal, wf.WorkflowID(n.ID), info.GetExecution().GetRunId(), nil)
 	if info := s.runningWorkflow(ctx, n.ID); info != nil {
 		return n, info, nil
 	}

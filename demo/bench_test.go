@@ -37,6 +37,7 @@ import (
 	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/internal/tracing"
 	"github.com/better-compute/better-compute/internal/tracing/tracingtest"
+	"github.com/better-compute/better-compute/internal/wfresult"
 	"github.com/better-compute/better-compute/kinds"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/store"
@@ -448,7 +449,7 @@ func deployAndUndeploy(ctx context.Context, tg fleetTarget, api *demo.Client, no
 			return runs, fmt.Errorf("start %s: %w", v.want, err)
 		}
 		var res wf.Result
-		if err := tg.temporal.GetWorkflow(ctx, r.Msg.WorkflowId, r.Msg.RunId).Get(ctx, &res); err != nil {
+		if err := wfresult.Get(ctx, tg.temporal, r.Msg.WorkflowId, r.Msg.RunId, &res); err != nil {
 			return runs, fmt.Errorf("workflow %s: %w", r.Msg.RunId, err)
 		}
 		if string(res.State) != v.want {

@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/wfresult"
 )
 
 // Enroll enrolls an emulated machine by its BMC, as an operator would. The
@@ -57,7 +58,8 @@ func (d *Demo) EnrollReady(ctx context.Context, m emulate.MachineInfo) (string, 
 // seconds between the two, and the next verb was refused as busy). The close
 // comes from the workflow's result, waited for through the control plane's
 // Temporal client as the fleet benchmark and its bare baseline wait for
-// theirs (one long poll), not from polling; the polls (every phasePollEvery)
+// theirs (a long poll, backed by describes that find a close Temporal did
+// not announce: wfresult), not from polling; the polls (every phasePollEvery)
 // print the machine's progress and watch for a stall. There is no bound on
 // the whole phase, which in a long queue (1,000 machines on 2 cores) lasts as
 // long as the queue does; the phase fails when the machine makes no progress
@@ -69,7 +71,7 @@ func (d *Demo) waitVerb(ctx context.Context, name, node, want string, run *v1.Ve
 	closed := make(chan string, 1)
 	go func() {
 		for {
-			err := d.CP.Client().GetWorkflow(ctx, run.WorkflowId, run.RunId).Get(ctx, nil)
+			err := wfresult.Get(ctx, d.CP.Client(), run.WorkflowId, run.RunId, nil)
 			var failed *temporal.WorkflowExecutionError
 			switch {
 			case ctx.Err() != nil:

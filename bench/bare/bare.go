@@ -32,6 +32,7 @@ import (
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/startid"
+	"github.com/better-compute/better-compute/internal/wfresult"
 	bcworker "github.com/better-compute/better-compute/worker"
 )
 
@@ -164,7 +165,7 @@ func (b *Baseline) Run(ctx context.Context, machine string, flows []Flow) ([]str
 			return runs, errs.Wrap(errs.Unavailable, err, "start workflow %d of %s", i, machine)
 		}
 		var out Result
-		if err := run.Get(ctx, &out); err != nil {
+		if err := wfresult.Get(ctx, b.cfg.Home, run.GetID(), run.GetRunID(), &out); err != nil {
 			return runs, fmt.Errorf("workflow %d of %s: %w", i, machine, err)
 		}
 		if out.Steps != len(f.Plan) {

@@ -265,9 +265,13 @@ func (s *starter) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOp
 	return doneRun{}, nil
 }
 
+// GetWorkflow is the run a start answered, for its result.
+func (s *starter) GetWorkflow(context.Context, string, string) client.WorkflowRun { return doneRun{} }
+
 // doneRun is a run that completed its one step.
 type doneRun struct{ client.WorkflowRun }
 
+func (doneRun) GetID() string    { return "bare/m1" }
 func (doneRun) GetRunID() string { return "run-1" }
 func (doneRun) Get(_ context.Context, out any) error {
 	*out.(*Result) = Result{Steps: 1}
