@@ -172,33 +172,15 @@ func (s *Store) Transition(ctx context.Context, tenantID, id string, from, to no
 		}
 		return s.notIn(ctx, tenantID, id, from, to)
 	}
-	// A release stops trusting the installed OS's agent in the same
-	// statement: its bcd node's certificates (role node) are revoked and an
-	// unused provisioned token (prov) of the node spent, so a key copied off
-	// the machine before the wipe cannot renew itself into the node's next
-	// deployment. The release's ramdisk (role ramdisk) is not touched.
-	release := from == nodestate.Deployed && to == nodestate.Releasing
+	// A release is a statement of its own (releaseNode), not a parameter of
+	// one: Postgres planned that one afresh at every call (its plan for a
+	// constant "no release" is cheaper than its generic plan).
+	stmt := moveNode
+	if from == nodestate.Deployed && to == nodestate.Releasing {
+		stmt = releaseNode
+	}
 	var moved int
-	err := s.pool.QueryRow(ctx, `
-		WITH moved AS (
-			UPDATE metal_nodes SET state = $4, updated_at = now(),
-				failed_from = CASE WHEN $4 = 'failed' THEN $3 ELSE NULL END,
-				last_error = CASE WHEN $4 IN ('failed', 'retired') THEN $5 ELSE '' END,
-				maintenance = maintenance OR $6,
-				maintenance_reason = CASE WHEN $6 THEN $5 ELSE maintenance_reason END
-			WHERE tenant_id = $1 AND id = $2 AND state = $3
-			RETURNING id),
-		revoked AS (
-			UPDATE certificates SET revoked_at = now()
-			WHERE $7 AND tenant_id = $1 AND identity = $2 AND role = 'node' AND revoked_at IS NULL
-				AND EXISTS (SELECT 1 FROM moved)
-			RETURNING serial),
-		spent AS (
-			UPDATE join_tokens SET used_at = now()
-			WHERE $7 AND tenant_id = $1 AND node_id = $2 AND kind = 'prov' AND used_at IS NULL
-				AND EXISTS (SELECT 1 FROM moved)
-			RETURNING id)
-		SELECT count(*) FROM moved`, tenantID, id, from, to, storableText(t.Error), t.Maintenance, release).Scan(&moved)
+	err := s.pool.QueryRow(ctx, stmt, tenantID, id, from, to, storableText(t.Error), t.Maintenance).Scan(&moved)
 	if err != nil {
 		return dbError(op, err)
 	}
@@ -207,6 +189,40 @@ func (s *Store) Transition(ctx context.Context, tenantID, id string, from, to no
 	}
 	return s.notIn(ctx, tenantID, id, from, to)
 }
+
+// moveNode moves node $2 of tenant $1 from state $3 to $4 (Transition),
+// with $5 the error and $6 whether to turn maintenance on; it answers the
+// number of nodes moved.
+const moveNode = `WITH moved AS (` + moveNodeUpdate + `) SELECT count(*) FROM moved`
+
+// releaseNode is moveNode for a release (deployed → releasing), which stops
+// trusting the installed OS's agent in the same statement: its bcd node's
+// certificates (role node) are revoked and an unused provisioned token
+// (prov) of the node spent, so a key copied off the machine before the wipe
+// cannot renew itself into the node's next deployment. The release's
+// ramdisk (role ramdisk) is not touched.
+const releaseNode = `
+	WITH moved AS (` + moveNodeUpdate + `),
+	revoked AS (
+		UPDATE certificates SET revoked_at = now()
+		WHERE tenant_id = $1 AND identity = $2 AND role = 'node' AND revoked_at IS NULL
+			AND EXISTS (SELECT 1 FROM moved)
+		RETURNING serial),
+	spent AS (
+		UPDATE join_tokens SET used_at = now()
+		WHERE tenant_id = $1 AND node_id = $2 AND kind = 'prov' AND used_at IS NULL
+			AND EXISTS (SELECT 1 FROM moved)
+		RETURNING id)
+	SELECT count(*) FROM moved`
+
+const moveNodeUpdate = `
+	UPDATE metal_nodes SET state = $4, updated_at = now(),
+		failed_from = CASE WHEN $4 = 'failed' THEN $3 ELSE NULL END,
+		last_error = CASE WHEN $4 IN ('failed', 'retired') THEN $5 ELSE '' END,
+		maintenance = maintenance OR $6,
+		maintenance_reason = CASE WHEN $6 THEN $5 ELSE maintenance_reason END
+	WHERE tenant_id = $1 AND id = $2 AND state = $3
+	RETURNING id`
 
 // notIn explains a compare-and-set that found the node elsewhere than from:
 // already in to is a no-op (an activity retried after it committed),

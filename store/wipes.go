@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ids"
@@ -94,37 +95,27 @@ func (s *Store) ListWipes(ctx context.Context, tenantID, nodeID string) ([]WipeR
 	return out, dbError("store.ListWipes", err)
 }
 
-// moveReady moves a node from one state into ready in one transaction: it
-// records the exception asked for (only if the node's pool allows it), then
-// moves the node consuming the run's wipe record; the database's trigger
-// refuses the move without one. It reports whether the node was in from.
+// moveReady moves a node from one state into ready, consuming the run's
+// wipe record; the database's trigger refuses the move without one. With
+// an exception asked for, it first records it (only if the node's pool
+// allows it), in the same transaction; without, the move is one statement.
+// It reports whether the node was in from.
 func (s *Store) moveReady(ctx context.Context, tenantID, id string, from nodestate.State, t TransitionInfo) (bool, error) {
 	const op = "store.Transition"
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return false, dbError(op, err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
+	var q execer = s.pool
+	var tx pgx.Tx
 	if t.Exception != "" {
-		event := ""
-		if t.Exception == WipeAllowUnverifiedRelease {
-			event = EventReleaseUnverified
-		}
-		_, err := tx.Exec(ctx, `
-			INSERT INTO wipe_records (id, tenant_id, node_id, workflow_id, run_id, kind, event)
-			SELECT $1, n.tenant_id, n.id, $4, $5, $6, $7
-			FROM metal_nodes n JOIN pools p ON p.tenant_id = n.tenant_id AND p.id = n.pool_id
-			WHERE n.tenant_id = $2 AND n.id = $3 AND CASE $6
-				WHEN 'allowUnverifiedRelease' THEN COALESCE((p.policy->>'allowUnverifiedRelease')::boolean, false)
-				WHEN 'agentNone' THEN p.agent = 'none'
-				ELSE false END
-			ON CONFLICT (node_id, workflow_id, run_id) DO NOTHING`,
-			ids.New(ids.Wipe), tenantID, id, t.Run.WorkflowID, t.Run.RunID, string(t.Exception), event)
-		if err != nil {
+		var err error
+		if tx, err = s.pool.Begin(ctx); err != nil {
 			return false, dbError(op, err)
 		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if err := recordException(ctx, tx, tenantID, id, t); err != nil {
+			return false, dbError(op, err)
+		}
+		q = tx
 	}
-	tag, err := tx.Exec(ctx, `
+	tag, err := q.Exec(ctx, `
 		UPDATE metal_nodes SET state = 'ready', updated_at = now(), failed_from = NULL, last_error = '',
 			ready_by = (SELECT w.id FROM wipe_records w WHERE w.tenant_id = $1 AND w.node_id = $2
 				AND w.workflow_id = $4 AND w.run_id = $5)
@@ -138,7 +129,36 @@ func (s *Store) moveReady(ctx context.Context, tenantID, id string, from nodesta
 	if tag.RowsAffected() == 0 {
 		return false, nil
 	}
-	return true, dbError(op, tx.Commit(ctx))
+	if tx != nil {
+		return true, dbError(op, tx.Commit(ctx))
+	}
+	return true, nil
+}
+
+// execer is what moveReady's move runs on: the pool, or its transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// recordException records the wipe exception t asks for, for the run in
+// t.Run, if the node's pool allows it (nothing otherwise: the move then
+// finds no wipe record).
+func recordException(ctx context.Context, tx pgx.Tx, tenantID, id string, t TransitionInfo) error {
+	event := ""
+	if t.Exception == WipeAllowUnverifiedRelease {
+		event = EventReleaseUnverified
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO wipe_records (id, tenant_id, node_id, workflow_id, run_id, kind, event)
+		SELECT $1, n.tenant_id, n.id, $4, $5, $6, $7
+		FROM metal_nodes n JOIN pools p ON p.tenant_id = n.tenant_id AND p.id = n.pool_id
+		WHERE n.tenant_id = $2 AND n.id = $3 AND CASE $6
+			WHEN 'allowUnverifiedRelease' THEN COALESCE((p.policy->>'allowUnverifiedRelease')::boolean, false)
+			WHEN 'agentNone' THEN p.agent = 'none'
+			ELSE false END
+		ON CONFLICT (node_id, workflow_id, run_id) DO NOTHING`,
+		ids.New(ids.Wipe), tenantID, id, t.Run.WorkflowID, t.Run.RunID, string(t.Exception), event)
+	return err
 }
 
 // unverifiedReady is the refusal of a move into ready that has no wipe
