@@ -334,14 +334,34 @@ func (s metal) settled(ctx context.Context, n store.Node) (store.Node, *workflow
 
 // node loads the tenant's node named by a verb's request.
 func (s metal) node(ctx context.Context, tenant, id string) (store.Node, error) {
-	t, err := s.tenantOf(ctx, tenant)
+	t, err := s.nodeTenant(ctx, tenant, id)
 	if err != nil {
 		return store.Node{}, err
 	}
-	if !ids.Valid(ids.Node, id) {
-		return store.Node{}, errs.Invalid("nodeId", "want an id like node_01k5w…, got %s", quote(id))
-	}
 	return s.store.GetNode(ctx, t, id)
+}
+
+// nodeAndPool is node with the node's pool, read in the same round trip,
+// for a verb that checks the pool before it starts.
+func (s metal) nodeAndPool(ctx context.Context, tenant, id string) (store.Node, store.Pool, error) {
+	t, err := s.nodeTenant(ctx, tenant, id)
+	if err != nil {
+		return store.Node{}, store.Pool{}, err
+	}
+	return s.store.GetNodeAndPool(ctx, t, id)
+}
+
+// nodeTenant is the tenant a request about node id acts in, once the id
+// is one.
+func (s metal) nodeTenant(ctx context.Context, tenant, id string) (string, error) {
+	t, err := s.tenantOf(ctx, tenant)
+	if err != nil {
+		return "", err
+	}
+	if !ids.Valid(ids.Node, id) {
+		return "", errs.Invalid("nodeId", "want an id like node_01k5w…, got %s", quote(id))
+	}
+	return t, nil
 }
 
 func (s metal) simple(ctx context.Context, msg *v1.NodeVerbRequest, v nodestate.Verb) (*connect.Response[v1.VerbResponse], error) {

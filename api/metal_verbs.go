@@ -58,7 +58,7 @@ func (s metal) List(ctx context.Context, r *connect.Request[v1.ListNodesRequest]
 }
 
 func (s metal) Deploy(ctx context.Context, r *connect.Request[v1.DeployRequest]) (*connect.Response[v1.VerbResponse], error) {
-	n, err := s.node(ctx, r.Msg.TenantId, r.Msg.NodeId)
+	n, pool, err := s.nodeAndPool(ctx, r.Msg.TenantId, r.Msg.NodeId)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +72,7 @@ func (s metal) Deploy(ctx context.Context, r *connect.Request[v1.DeployRequest])
 	if err != nil {
 		return nil, err
 	}
-	if err := s.canRun(ctx, n, p); err != nil {
+	if err := s.canRun(ctx, n, pool, p); err != nil {
 		return nil, err
 	}
 	// The workflow runs the profile checked here, not one that shadows it or
@@ -81,20 +81,16 @@ func (s metal) Deploy(ctx context.Context, r *connect.Request[v1.DeployRequest])
 }
 
 // canRun refuses, before the node moves, a stored profile that cannot run
-// on node n: its steps resolved against the steps the running workers
-// serve and against the node (its pool's agent, its BMC's virtual media,
-// the steps its site's agent serves), and the images it names. The first
-// problem is INVALID_INPUT naming profile.steps[i]….
-func (s metal) canRun(ctx context.Context, n store.Node, p store.Profile) error {
+// on node n of pool: its steps resolved against the steps the running
+// workers serve and against the node (its pool's agent, its BMC's virtual
+// media, the steps its site's agent serves), and the images it names. The
+// first problem is INVALID_INPUT naming profile.steps[i]….
+func (s metal) canRun(ctx context.Context, n store.Node, pool store.Pool, p store.Profile) error {
 	var doc provision.Profile
 	if err := json.Unmarshal(p.Document, &doc); err != nil {
 		return fmt.Errorf("stored profile %s v%d does not decode: %w", p.ID, p.Version, err)
 	}
-	t, err := s.targetOf(ctx, n)
-	if err != nil {
-		return err
-	}
-	_, problems, err := s.resolveFor(ctx, n.TenantID, p.TenantID, doc, t)
+	_, problems, err := s.resolveFor(ctx, n.TenantID, p.TenantID, doc, targetOf(n, pool))
 	if err != nil || len(problems) == 0 {
 		return err
 	}
@@ -119,11 +115,7 @@ func (s metal) Undeploy(ctx context.Context, r *connect.Request[v1.UndeployReque
 	if c.err != nil {
 		return nil, c.err
 	}
-	n, err := s.node(ctx, r.Msg.TenantId, r.Msg.NodeId)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.store.GetPool(ctx, n.TenantID, n.PoolID)
+	n, p, err := s.nodeAndPool(ctx, r.Msg.TenantId, r.Msg.NodeId)
 	if err != nil {
 		return nil, err
 	}

@@ -189,13 +189,10 @@ func PublishControlPlaneSteps(ctx context.Context, st *store.Store, reg *sdk.Reg
 }
 
 // targetOf is what a profile is checked against before a verb runs it on
-// node n: its pool's agent, its BMC driver's virtual media, its site.
-func (s *Server) targetOf(ctx context.Context, n store.Node) (*sdk.Target, error) {
-	pool, err := s.store.GetPool(ctx, n.TenantID, n.PoolID)
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.Target{Agent: pool.Agent, VirtualMedia: virtualMedia(n.BMCDriver), BMCDriver: n.BMCDriver, SiteID: n.SiteID}, nil
+// node n of pool: the pool's agent, the BMC driver's virtual media, the
+// node's site.
+func targetOf(n store.Node, pool store.Pool) *sdk.Target {
+	return &sdk.Target{Agent: pool.Agent, VirtualMedia: virtualMedia(n.BMCDriver), BMCDriver: n.BMCDriver, SiteID: n.SiteID}
 }
 
 // virtualMedia says whether a BMC driver has virtual media (bmc.Media):
