@@ -13,7 +13,7 @@ import (
 )
 
 // newSite returns a store with tenants a and b and a site of tenant a.
-func newSite(t *testing.T) (*store.Store, store.Site) {
+func newSite(t testing.TB) (*store.Store, store.Site) {
 	t.Helper()
 	s := newTenants(t)
 	site, _, err := s.CreateSite(t.Context(), store.Site{TenantID: "a", Kind: "shared", Region: "lab-1"})

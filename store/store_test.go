@@ -23,7 +23,7 @@ var ignoreCreated = cmp.FilterPath(func(p cmp.Path) bool {
 }, cmp.Ignore())
 
 // newTenants returns a migrated store with tenants "a" and "b".
-func newTenants(t *testing.T) *store.Store {
+func newTenants(t testing.TB) *store.Store {
 	t.Helper()
 	s := testpg.New(t)
 	for _, id := range []string{"a", "b"} {

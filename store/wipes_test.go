@@ -17,7 +17,7 @@ import (
 
 // newNodeIn returns a node of tenant "a" in state inspecting, in a new pool
 // of agent and policy.
-func newNodeIn(t *testing.T, s *store.Store, site store.Site, agent string, policy store.PoolPolicy) store.Node {
+func newNodeIn(t testing.TB, s *store.Store, site store.Site, agent string, policy store.PoolPolicy) store.Node {
 	t.Helper()
 	ctx := t.Context()
 	p, err := s.CreatePool(ctx, store.Pool{TenantID: "a", SiteID: site.ID, Class: "metal-host", Agent: agent, Policy: policy})
@@ -46,7 +46,7 @@ func wipedNode(t *testing.T, s *store.Store, site store.Site) (store.Node, store
 	return n, run
 }
 
-func move(t *testing.T, s *store.Store, id string, from, to nodestate.State, info store.TransitionInfo) {
+func move(t testing.TB, s *store.Store, id string, from, to nodestate.State, info store.TransitionInfo) {
 	t.Helper()
 	if err := s.Transition(t.Context(), "a", id, from, to, info); err != nil {
 		t.Fatalf("Transition(%s → %s) = %v", from, to, err)
