@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/better-compute/better-compute/internal/freeport"
 )
 
 // toolchain is the Go the crash tests build the real binaries with.
@@ -82,8 +84,10 @@ func binary(t testing.TB, name string) string {
 	return b.path
 }
 
-// freePorts returns n loopback ports that were free a moment ago; a process
-// restarted on them keeps its URLs.
+// freePorts returns n loopback ports that were free a moment ago, below the
+// ephemeral range (freeport): a process restarted on them keeps its URLs,
+// and no connection, not even a client of its own reconnecting to one,
+// takes one while it is down.
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var lns []net.Listener
@@ -94,7 +98,7 @@ func freePorts(t testing.TB, n int) []int {
 	}()
 	ports := make([]int, 0, n)
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := freeport.Listen("127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}

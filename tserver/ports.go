@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/errs"
+	"github.com/better-compute/better-compute/internal/freeport"
 )
 
 // checkPortFree fails with a clear error when host:port cannot be bound. The
@@ -26,14 +27,15 @@ func checkPortFree(host string, port int, what string) error {
 // that makes the pick collide.
 var pickPort = freePort
 
-// freePort returns a port on host that was free a moment ago.
+// freePort returns a port on host that was free a moment ago, below the
+// ephemeral range (freeport), where no outgoing connection takes it before
+// the server binds it.
 func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	port, err := freeport.Pick(host)
 	if err != nil {
 		return 0, errs.Wrap(errs.Unavailable, err, "cannot find a free port on %s", host)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return port, nil
 }
 
 // waitListening polls addr until it accepts a TCP connection or the deadline passes.
