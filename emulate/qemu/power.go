@@ -7,8 +7,9 @@ import (
 	"github.com/better-compute/better-compute/bmc"
 )
 
-// powerPoll is how often the loop compares the BMC with QEMU: the BMC
-// calls a hook when the machine boots, but not when it is turned off.
+// powerPoll is how often the loop compares the BMC with QEMU: the BMC's
+// boot hook (OnBoot) wakes it at once, and a power-off is found at the next
+// poll (the BMCs' OnPowerOff hooks are not wired to this loop).
 const powerPoll = 100 * time.Millisecond
 
 // wake makes the power loop look at the BMC now.

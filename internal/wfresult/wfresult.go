@@ -33,8 +33,8 @@ type Client interface {
 	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
 }
 
-// firstCheck is when Get first describes a workflow it is still waiting
-// for; the interval doubles after each, up to lastCheck.
+// firstCheck is how long Get waits before it first describes a workflow
+// still running; each wait after doubles, up to lastCheck.
 const (
 	firstCheck = 500 * time.Millisecond
 	lastCheck  = 16 * time.Second
@@ -52,13 +52,11 @@ func Get(ctx context.Context, c Client, workflowID, runID string, valuePtr any) 
 	defer cancel()
 	polled := make(chan error, 1)
 	go func() { polled <- c.GetWorkflow(pctx, workflowID, runID).Get(pctx, valuePtr) }()
-	check := time.NewTimer(firstCheck)
-	defer check.Stop()
-	for every := firstCheck; ; every = min(2*every, lastCheck) {
+	for wait := firstCheck; ; wait = min(2*wait, lastCheck) {
 		select {
 		case err := <-polled:
 			return err
-		case <-check.C:
+		case <-time.After(wait):
 		}
 		d, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
 		if err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
@@ -68,6 +66,5 @@ func Get(ctx context.Context, c Client, workflowID, runID string, valuePtr any) 
 			}
 			return c.GetWorkflow(ctx, workflowID, runID).Get(ctx, valuePtr)
 		}
-		check.Reset(min(2*every, lastCheck))
 	}
 }
