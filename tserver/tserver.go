@@ -226,11 +226,18 @@ func resolvePorts(cfg Config) (ports, error) {
 }
 
 // startTemporal builds and starts the server. The server's Fatal logs panic
-// (see slogLogger): a panic during start is returned as an error.
+// (see slogLogger): a panic during start is returned as an error, once the
+// listeners the abandoned build bound are released (releaseLeaked), so that
+// another attempt can bind a fixed frontend port again.
 func (s *Server) startTemporal(cfg Config, sc *config.SQL, p ports) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = errs.New(errs.Internal, "the Temporal server failed to start: %v", r)
+			for _, port := range []int{p.frontend, p.history, p.matching, p.worker} {
+				if _, rerr := releaseLeaked(port); rerr != nil {
+					s.log.Warn("cannot release a listener the failed Temporal start left open", "port", port, "err", rerr)
+				}
+			}
 		}
 	}()
 	conf := serverConfig(cfg, sc, p)

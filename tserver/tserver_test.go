@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -213,6 +214,36 @@ func TestStartRetriesATakenPick(t *testing.T) {
 	defer s.Stop()
 	if picks < 4 {
 		t.Errorf("Start picked %d internal ports, want a second attempt's too", picks)
+	}
+}
+
+// TestStartRetriesATakenPickWithItsFrontendPort: serve's frontend port
+// is fixed (7233 by default). When an internal port Start picked is taken
+// after Temporal bound the frontend, the failed attempt's frontend listener
+// must be closed before the next attempt, which binds the same port: before,
+// it stayed open in the abandoned attempt and every retry failed "Temporal
+// frontend address ... is already in use".
+func TestStartRetriesATakenPickWithItsFrontendPort(t *testing.T) {
+	frontend, err := freePort(loopback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken := takenPort(t)
+	picks := 0
+	pickPort = func(host string) (int, error) {
+		if picks++; picks == 3 { // the first attempt's worker-service port, bound after the frontend
+			return taken, nil
+		}
+		return freePort(host)
+	}
+	defer func() { pickPort = freePort }()
+	s, err := Start(context.Background(), Config{UIPort: -1, FrontendPort: frontend, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("Start on frontend port %d with a picked port taken = %v, want it started on the same frontend port", frontend, err)
+	}
+	defer s.Stop()
+	if want := net.JoinHostPort(loopback, strconv.Itoa(frontend)); s.FrontendAddress() != want {
+		t.Errorf("frontend = %s, want %s", s.FrontendAddress(), want)
 	}
 }
 
