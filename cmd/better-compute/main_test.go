@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	stdlog "log"
+	"log/slog"
 	"os"
 	"runtime"
 	"strings"
@@ -89,9 +91,16 @@ func TestLogFormat(t *testing.T) {
 			log := logflag.Logger(c)
 			log.Info("one", "k", "v")
 			log.Debug("hidden")
+			stdlog.Printf("loaded new tls key pair") // as the Temporal Web UI server logs
 			log.Warn("two", "n", 2)
 			return nil
 		}}
+	prev := slog.Default()
+	t.Cleanup(func() {
+		slog.SetDefault(prev)
+		stdlog.SetOutput(os.Stderr)
+		stdlog.SetFlags(stdlog.LstdFlags)
+	})
 	if err := probe.Run([]string{"probe", "--log-format", "json"}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +113,8 @@ func TestLogFormat(t *testing.T) {
 		}
 		msgs = append(msgs, m["msg"].(string))
 	}
-	if got := strings.Join(msgs, ","); got != "one,two" {
-		t.Errorf("--log-format json messages = %q, want one,two", got)
+	if got, want := strings.Join(msgs, ","), "one,loaded new tls key pair,two"; got != want {
+		t.Errorf("--log-format json messages = %q, want %q (a standard-library log line as one of them)", got, want)
 	}
 	if code, _, errOut := run(t, "serve", "--log-format", "xml"); code != 2 || !strings.Contains(errOut, "log-format") {
 		t.Errorf("better-compute serve --log-format xml = %d %q, want 2 naming log-format", code, errOut)

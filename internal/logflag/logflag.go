@@ -23,13 +23,20 @@ func Format() *cli.StringFlag {
 }
 
 // Logger writes to the app's error stream from --log-level (info when not
-// a level), as text or, with --log-format json, one JSON object a line.
+// a level), as text or, with --log-format json, one JSON object a line. It
+// becomes the process's default logger, so what a library writes with the
+// standard log package (the Temporal Web UI server does, as it loads its
+// TLS files) comes out through it too, as info, in the same format: not a
+// bare line in a JSON log, nor a line below --log-level.
 func Logger(c *cli.Context) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: ParseLevel(c.String("log-level"), slog.LevelInfo)}
+	var h slog.Handler = slog.NewTextHandler(c.App.ErrWriter, opts)
 	if c.String("log-format") == "json" {
-		return slog.New(slog.NewJSONHandler(c.App.ErrWriter, opts))
+		h = slog.NewJSONHandler(c.App.ErrWriter, opts)
 	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, opts))
+	l := slog.New(h)
+	slog.SetDefault(l)
+	return l
 }
 
 // ParseLevel reads debug, info, warn or error; anything else is def.
