@@ -8,23 +8,32 @@ import (
 
 // TestReleaseLeaked: a listener of this process that nothing will close
 // (as a failed Temporal build leaves one) is released, so its port binds
-// again; the leftover's own close, if it comes later, closes nothing that
-// was opened since; a port this process does not listen on is left alone.
+// again, and the leftover's own close, if it comes later, closes nothing
+// opened since; a listener that was there before (in keep) is left alone,
+// and so is a port this process does not listen on.
 func TestReleaseLeaked(t *testing.T) {
-	leftover, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	kept := listen(t)
+	keptPort := kept.Addr().(*net.TCPAddr).Port
+	before, err := listening([]int{keptPort})
+	if err != nil || len(before) != 1 {
+		t.Fatalf("listening(%d) = %v, %v; want the one listener", keptPort, before, err)
 	}
+	leftover := listen(t)
 	port := leftover.Addr().(*net.TCPAddr).Port
-	n, err := releaseLeaked(port)
+	n, err := releaseLeaked([]int{port, keptPort, port + 1}, before)
 	if err != nil || n != 1 {
-		t.Fatalf("releaseLeaked(%d) = %d, %v; want 1 listener released", port, n, err)
+		t.Fatalf("releaseLeaked = %d, %v; want 1 listener released", n, err)
 	}
 	again, err := net.Listen("tcp", leftover.Addr().String())
 	if err != nil {
 		t.Fatalf("port %d after releaseLeaked: %v, want it free", port, err)
 	}
 	defer again.Close()
+	if c, err := net.Dial("tcp", kept.Addr().String()); err != nil {
+		t.Errorf("the listener there before (kept): %v, want it still listening", err)
+	} else {
+		c.Close()
+	}
 
 	f, err := os.CreateTemp(t.TempDir(), "opened-since")
 	if err != nil {
@@ -40,8 +49,29 @@ func TestReleaseLeaked(t *testing.T) {
 	} else {
 		c.Close()
 	}
+}
 
-	if n, err := releaseLeaked(port + 1); err != nil || n != 0 {
-		t.Errorf("releaseLeaked(a port this process does not listen on) = %d, %v; want 0, nil", n, err)
+// TestBindFailure reads the port a failed Temporal build could not bind
+// from its panic, and nothing from any other.
+func TestBindFailure(t *testing.T) {
+	for msg, want := range map[string]int{
+		"temporal server: Failed to start gRPC listener error=listen tcp 127.0.0.1:33077: bind: address already in use service=worker address=127.0.0.1:33077": 33077,
+		"listen tcp [::1]:7233: bind: address already in use":            7233,
+		"temporal server: sql schema version compatibility check failed": 0,
+		"listen tcp 127.0.0.1:7233: bind: permission denied":             0,
+	} {
+		if got := bindFailure(msg); got != want {
+			t.Errorf("bindFailure(%q) = %d, want %d", msg, got, want)
+		}
 	}
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
 }

@@ -14,6 +14,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,13 +232,13 @@ func resolvePorts(cfg Config) (ports, error) {
 // listeners the abandoned build bound are released (releaseLeaked), so that
 // another attempt can bind a fixed frontend port again.
 func (s *Server) startTemporal(cfg Config, sc *config.SQL, p ports) (err error) {
+	own := []int{p.frontend, p.history, p.matching, p.worker}
+	before, snapErr := listening(own) // what is not the build's to release
 	defer func() {
 		if r := recover(); r != nil {
 			err = errs.New(errs.Internal, "the Temporal server failed to start: %v", r)
-			for _, port := range []int{p.frontend, p.history, p.matching, p.worker} {
-				if _, rerr := releaseLeaked(port); rerr != nil {
-					s.log.Warn("cannot release a listener the failed Temporal start left open", "port", port, "err", rerr)
-				}
+			if snapErr == nil {
+				s.releaseBuilt(own, before, fmt.Sprint(r))
 			}
 		}
 	}()
@@ -282,6 +284,34 @@ func (s *Server) startTemporal(cfg Config, sc *config.SQL, p ports) (err error) 
 	s.temporal = srv
 	return nil
 }
+
+// releaseBuilt releases what a build that panicked with msg bound on ports
+// (releaseLeaked) and was not listening there before it. Only a build that
+// failed to bind one of ports does that, and what listens on that one is
+// another's; any other panic releases nothing.
+func (s *Server) releaseBuilt(ports []int, before map[string]bool, msg string) {
+	failed := bindFailure(msg)
+	if failed == 0 {
+		return
+	}
+	built := slices.DeleteFunc(slices.Clone(ports), func(p int) bool { return p == failed })
+	if _, err := releaseLeaked(built, before); err != nil {
+		s.log.Warn("cannot release the listeners a failed Temporal start left open", "ports", built, "err", err)
+	}
+}
+
+// bindFailure is the port of "listen tcp host:port: bind: address already
+// in use" in msg, or 0.
+func bindFailure(msg string) int {
+	m := bindFailed.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	port, _ := strconv.Atoi(m[1])
+	return port
+}
+
+var bindFailed = regexp.MustCompile(`listen tcp \S*:(\d+): bind: address already in use`)
 
 // ready waits for the frontend to answer and makes sure the namespace has
 // the search attributes (a database made before an attribute was added

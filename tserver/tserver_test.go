@@ -245,6 +245,14 @@ func TestStartRetriesATakenPickWithItsFrontendPort(t *testing.T) {
 	if want := net.JoinHostPort(loopback, strconv.Itoa(frontend)); s.FrontendAddress() != want {
 		t.Errorf("frontend = %s, want %s", s.FrontendAddress(), want)
 	}
+	// What took the pick (here this process's own listener) is not Start's
+	// to release.
+	c, err := net.Dial("tcp", net.JoinHostPort(loopback, strconv.Itoa(taken)))
+	if err != nil {
+		t.Errorf("the listener that took the picked port %d: %v, want it still listening", taken, err)
+	} else {
+		c.Close()
+	}
 }
 
 // takenPort returns a loopback port held by a listener until the test ends.
