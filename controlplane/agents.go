@@ -27,27 +27,23 @@ func loadCA(dir string) (*pki.CA, error) {
 // startAgents serves JoinService and SecretsService over TLS with a serving
 // certificate from the CA; client certificates are verified when sent.
 func (cp *ControlPlane) startAgents() error {
-	if cp.ca == nil || cp.cfg.AgentsListen == "off" {
+	if cp.ln.agents == nil { // no CA, or --agents-listen off (listen)
 		return nil
 	}
-	host, _, err := net.SplitHostPort(cp.cfg.AgentsListen)
-	if err != nil {
-		return errs.Invalid("agents-listen", "want host:port, got %q", cp.cfg.AgentsListen)
-	}
+	ln := take(&cp.ln.agents)
+	host, _, _ := net.SplitHostPort(cp.cfg.AgentsListen) // checked by listen
 	certPEM, err := cp.ca.IssueServer(cp.key.Public(), pki.RoleControlPlane, "control-plane", servingHosts(host), pki.MaxTTL)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	cert, err := pki.ParseCert(certPEM)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	tlsCfg := api.AgentsTLS(cp.ca)
 	tlsCfg.Certificates = []tls.Certificate{{Certificate: [][]byte{cert.Raw, cp.ca.Certificate().Raw}, PrivateKey: cp.key, Leaf: cert}}
-	ln, err := net.Listen("tcp", cp.cfg.AgentsListen)
-	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "the agents' listener cannot listen on %s (pick another with --agents-listen)", cp.cfg.AgentsListen)
-	}
 	// Temporal: a site's BMC status reports are relayed to workflows as signals.
 	srv := api.New(api.Config{Store: cp.store, Temporal: cp.client, Logger: cp.log})
 	agents := api.Agents{CA: cp.ca, TemporalAddresses: cp.TemporalAddresses(), TemporalNamespace: cp.cfg.TemporalNamespace, CodecKey: cp.tenantCodecKey}

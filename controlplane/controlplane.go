@@ -117,6 +117,7 @@ type ControlPlane struct {
 	metricsSrv *http.Server
 	metricsURL string
 	agentsURL  string
+	ln         listeners // bound at start, until their servers take them
 	apiURL     string
 	dbURL      string
 	tokenPath  string
@@ -145,6 +146,18 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if cp.ca, err = loadCA(cfg.PKIDir); err != nil {
+		return nil, err
+	}
+	if cp.ca != nil {
+		// One key for every certificate the control plane presents.
+		if cp.key, err = pki.LoadOrCreateKey(filepath.Join(cfg.PKIDir, controlPlaneKeyFile), pki.NewKey); err != nil {
+			return nil, err
+		}
+	}
+	if err := cp.listen(); err != nil {
+		return nil, err
+	}
 	if err := cp.startStore(ctx); err != nil {
 		return nil, err
 	}
@@ -154,15 +167,6 @@ func Start(ctx context.Context, cfg Config) (cp *ControlPlane, err error) {
 	}
 	if err := cp.newGate(key.Codec("").HTTPHandler(), key.PayloadTenant); err != nil {
 		return nil, err
-	}
-	if cp.ca, err = loadCA(cfg.PKIDir); err != nil {
-		return nil, err
-	}
-	if cp.ca != nil {
-		// One key for every certificate the control plane presents.
-		if cp.key, err = pki.LoadOrCreateKey(filepath.Join(cfg.PKIDir, controlPlaneKeyFile), pki.NewKey); err != nil {
-			return nil, err
-		}
 	}
 	if err := cp.startMetrics(); err != nil {
 		return nil, err
@@ -279,10 +283,7 @@ func (cp *ControlPlane) stopStore() {
 }
 
 func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key *codec.Keyring) error {
-	ln, err := net.Listen("tcp", cp.cfg.Listen)
-	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "the API cannot listen on %s (pick another with --listen)", cp.cfg.Listen)
-	}
+	ln := take(&cp.ln.api)
 	// Profiles resolve against the plugins' own steps (with their checks)
 	// beside those the running workers publish.
 	reg, err := steps.Registry(cp.cfg.Plugins...)
@@ -301,6 +302,7 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key *codec.Keyring)
 	cp.http.Protocols.SetHTTP1(true)
 	cp.http.Protocols.SetUnencryptedHTTP2(true)
 	if ln, err = cp.apiTLS(ln, cp.http); err != nil {
+		ln.Close()
 		return err
 	}
 	hs := cp.http // Stop may clear cp.http before this goroutine runs
@@ -371,6 +373,7 @@ func (cp *ControlPlane) RootTokenPath() string { return cp.tokenPath }
 // Stop stops every component, newest first. Safe to call twice.
 func (cp *ControlPlane) Stop() {
 	defer cp.stopMetrics()
+	cp.ln.close()
 	if cp.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = cp.http.Shutdown(ctx)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -270,5 +271,56 @@ func TestStartsUnderOneIDAreOneRun(t *testing.T) {
 		if _, err := c.ExecuteWorkflow(other, opts, "test.wait"); !errors.As(err, &started) {
 			t.Errorf("a start under id %q while run %s runs = %v, want WorkflowExecutionAlreadyStarted", startid.Of(other), first.GetRunID(), err)
 		}
+	}
+}
+
+// TestPortInUseFailsBeforeAnythingStarts: each port serve listens on, taken
+// by another listener, fails Start at once with UNAVAILABLE naming its flag
+// and nothing started: no PostgreSQL cluster made in the data dir. Before,
+// serve started PostgreSQL (and, for the API's and the agents' ports,
+// Temporal and the worker too) and found the port only when it came to it.
+func TestPortInUseFailsBeforeAnythingStarts(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	free := "127.0.0.1:0"
+	for _, tc := range []struct {
+		flag string
+		cfg  controlplane.Config
+	}{
+		{"--listen", controlplane.Config{Listen: addr, TemporalListen: free, MetricsListen: free}},
+		{"--metrics-listen", controlplane.Config{Listen: free, TemporalListen: free, MetricsListen: addr}},
+		{"--agents-listen", controlplane.Config{Listen: free, TemporalListen: free, AgentsListen: addr}},
+		{"Temporal frontend", controlplane.Config{Listen: free, TemporalListen: addr}},
+		{"Temporal Web UI", controlplane.Config{Listen: free, TemporalListen: free, UIListen: addr}},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := pki.Init(filepath.Join(dir, "pki"), "test.example"); err != nil {
+				t.Fatal(err)
+			}
+			cfg := tc.cfg
+			cfg.DataDir, cfg.Logger = dir, quiet()
+			if cfg.UIListen == "" {
+				cfg.UIListen = "off"
+			}
+			if cfg.AgentsListen == "" {
+				cfg.AgentsListen = free
+			}
+			cp, err := controlplane.Start(context.Background(), cfg)
+			if err == nil {
+				cp.Stop()
+				t.Fatalf("Start with %s on %s (taken) = nil error", tc.flag, addr)
+			}
+			if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), tc.flag) || !strings.Contains(err.Error(), "already in use") {
+				t.Errorf("Start with %s on %s (taken) = %v, want UNAVAILABLE naming %s", tc.flag, addr, err, tc.flag)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "postgres")); !os.IsNotExist(err) {
+				t.Errorf("Start with %s taken made %s/postgres (%v): something started before the port was checked", tc.flag, dir, err)
+			}
+		})
 	}
 }

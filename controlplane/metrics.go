@@ -3,13 +3,11 @@ package controlplane
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/internal/metrics"
 )
 
@@ -77,13 +75,10 @@ func (cp *ControlPlane) tokenCounts(ctx context.Context) (map[string]metrics.Tok
 // "off"; the registry exists either way, so the counters are always counted.
 func (cp *ControlPlane) startMetrics() error {
 	cp.metrics = metrics.NewControlPlane(cp.storeCounts, cp.log)
-	if cp.cfg.MetricsListen == "" || cp.cfg.MetricsListen == "off" {
+	if cp.ln.metrics == nil { // off (listen)
 		return nil
 	}
-	ln, err := net.Listen("tcp", cp.cfg.MetricsListen)
-	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "/metrics cannot listen on %s (pick another with --metrics-listen, or off)", cp.cfg.MetricsListen)
-	}
+	ln := take(&cp.ln.metrics)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", cp.metrics.Handler())
 	cp.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -83,15 +83,9 @@ func (cp *ControlPlane) TemporalAddresses() []string {
 // startEmbedded starts the embedded server and its UI; with a CA, its
 // frontend speaks mTLS only.
 func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
-	host, port, err := splitHostPort(cp.cfg.TemporalListen, "temporal-listen")
+	host, port, uiPort, err := cp.embeddedPorts()
 	if err != nil {
 		return err
-	}
-	uiPort := -1
-	if cp.cfg.UIListen != "off" {
-		if _, uiPort, err = splitHostPort(cp.cfg.UIListen, "ui-listen"); err != nil {
-			return err
-		}
 	}
 	tlsCfg, err := cp.embeddedTLS(host)
 	if err != nil {
@@ -106,6 +100,21 @@ func (cp *ControlPlane) startEmbedded(ctx context.Context) error {
 	}
 	cp.temporal = srv
 	return nil
+}
+
+// embeddedPorts are the embedded server's host and frontend port, from
+// --temporal-listen, and its Web UI's port, from --ui-listen (-1: off).
+func (cp *ControlPlane) embeddedPorts() (host string, port, uiPort int, err error) {
+	if host, port, err = splitHostPort(cp.cfg.TemporalListen, "temporal-listen"); err != nil {
+		return "", 0, 0, err
+	}
+	uiPort = -1
+	if cp.cfg.UIListen != "off" {
+		if _, uiPort, err = splitHostPort(cp.cfg.UIListen, "ui-listen"); err != nil {
+			return "", 0, 0, err
+		}
+	}
+	return host, port, uiPort, nil
 }
 
 // dial connects to Temporal as opts say (address, namespace, TLS,

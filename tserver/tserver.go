@@ -94,16 +94,21 @@ const startTimeout = 30 * time.Second
 // returns once the frontend answers and the namespace has the search
 // attributes. A port already in use is an UNAVAILABLE error, a data
 // directory that another running server holds is INVALID_STATE; both are
-// found before anything binds. A port Start picked itself (the internal
-// services', and the frontend's and UI's when 0) is free when picked but
-// bound a moment later: when another process takes it in between, Start
-// tries again with fresh ports, up to startAttempts times.
+// found before anything binds (CheckPorts), and neither is tried again. A
+// port Start picked itself (the internal services', and the frontend's
+// and UI's when 0) is free when picked but bound a moment later: when
+// another process takes it in between, Start tries again with fresh ports,
+// up to startAttempts times.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	const op = "temporal.start"
 	began := time.Now()
 	cfg = withDefaults(cfg)
 	for attempt := 1; ; attempt++ {
-		s, err := startOnce(ctx, cfg)
+		p, err := resolvePorts(cfg)
+		if err != nil {
+			return nil, withOp(err, op)
+		}
+		s, err := startOnce(ctx, cfg, p)
 		if err == nil {
 			cfg.Logger.Info("temporal server started", "frontend", s.frontend, "tls", s.tls != nil, "ui", s.uiURL,
 				"namespace", cfg.Namespace, "dataDir", cfg.DataDir, "took", time.Since(began).Round(time.Millisecond))
@@ -119,13 +124,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 // startAttempts bounds Start's tries when a port it picked is taken.
 const startAttempts = 3
 
-// startOnce picks the ports and starts the server on them; on error what
-// started is stopped.
-func startOnce(ctx context.Context, cfg Config) (*Server, error) {
-	p, err := resolvePorts(cfg)
-	if err != nil {
-		return nil, err
-	}
+// startOnce starts the server on p; on error what started is stopped.
+func startOnce(ctx context.Context, cfg Config, p ports) (*Server, error) {
 	if p.ui != 0 && cfg.UIGate == nil {
 		return nil, errs.New(errs.InvalidInput, "the Web UI needs a gate (Config.UIGate): it shows every tenant's workflows")
 	}
@@ -135,6 +135,7 @@ func startOnce(ctx context.Context, cfg Config) (*Server, error) {
 		logLevel: new(slog.LevelVar),
 	}
 	s.logLevel.Set(cfg.LogLevel.Level())
+	var err error
 	if cfg.TLS != nil {
 		if s.tls, err = loadTLS(*cfg.TLS, connectHost(cfg.Host)); err != nil {
 			return nil, err
@@ -192,22 +193,40 @@ func withDefaults(cfg Config) Config {
 	return cfg
 }
 
-// resolvePorts checks the ports asked for and picks the others.
-func resolvePorts(cfg Config) (ports, error) {
-	var p ports
-	var err error
+// CheckPorts fails, naming the port, when the frontend or Web UI port
+// cfg asks for (not 0: picked) is out of range or cannot be bound now. A
+// caller that starts other things first (serve: PostgreSQL) checks before
+// them; Start checks again before it binds.
+func CheckPorts(cfg Config) error {
+	cfg = withDefaults(cfg)
 	if cfg.FrontendPort < 0 || cfg.FrontendPort > 65535 {
-		return p, errs.Invalid("temporal.frontendPort", "port %d is out of range", cfg.FrontendPort)
+		return errs.Invalid("temporal.frontendPort", "port %d is out of range", cfg.FrontendPort)
 	}
 	if cfg.UIPort < -1 || cfg.UIPort > 65535 {
-		return p, errs.Invalid("temporal.uiPort", "port %d is out of range (-1 turns the UI off)", cfg.UIPort)
+		return errs.Invalid("temporal.uiPort", "port %d is out of range (-1 turns the UI off)", cfg.UIPort)
 	}
+	if cfg.FrontendPort > 0 {
+		if err := checkPortFree(cfg.Host, cfg.FrontendPort, "Temporal frontend"); err != nil {
+			return err
+		}
+	}
+	if cfg.UIPort > 0 {
+		return checkPortFree(cfg.Host, cfg.UIPort, "Temporal Web UI")
+	}
+	return nil
+}
+
+// resolvePorts checks the ports asked for (CheckPorts) and picks the others.
+func resolvePorts(cfg Config) (ports, error) {
+	var p ports
+	if err := CheckPorts(cfg); err != nil {
+		return p, err
+	}
+	var err error
 	if p.frontend = cfg.FrontendPort; p.frontend == 0 {
 		if p.frontend, err = freePort(cfg.Host); err != nil {
 			return p, err
 		}
-	} else if err := checkPortFree(cfg.Host, p.frontend, "Temporal frontend"); err != nil {
-		return p, err
 	}
 	for _, q := range []*int{&p.history, &p.matching, &p.worker} {
 		if *q, err = pickPort(loopback); err != nil {
@@ -217,7 +236,6 @@ func resolvePorts(cfg Config) (ports, error) {
 	switch {
 	case cfg.UIPort > 0:
 		p.ui = cfg.UIPort
-		err = checkPortFree(cfg.Host, p.ui, "Temporal Web UI")
 	case cfg.UIPort == 0:
 		p.ui = p.frontend + 1000
 		if p.ui > 65535 || checkPortFree(cfg.Host, p.ui, "Temporal Web UI") != nil {

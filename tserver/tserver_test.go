@@ -159,7 +159,10 @@ func uiGet(t *testing.T, s *Server, path string) string {
 	return string(body)
 }
 
-// TestPortTaken checks that a busy port is a clear error, not an exit.
+// TestPortTaken checks that a busy port is a clear error, not an exit,
+// found by CheckPorts too, and that Start does not try again a port it was
+// asked for: before, it logged "a port picked for the Temporal server was
+// taken before it bound; trying other ports" twice, then failed the same.
 func TestPortTaken(t *testing.T) {
 	taken := takenPort(t)
 	tests := []struct {
@@ -180,7 +183,8 @@ func TestPortTaken(t *testing.T) {
 	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.Logger = testLogger()
+			var logs strings.Builder
+			tt.cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			s, err := Start(context.Background(), tt.cfg)
 			if err == nil {
 				s.Stop()
@@ -189,7 +193,16 @@ func TestPortTaken(t *testing.T) {
 			if !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "already in use") {
 				t.Errorf("Start(port %d taken) = %v, want UNAVAILABLE naming %q and 'already in use'", taken, err, tt.want)
 			}
+			if strings.Contains(logs.String(), "trying other ports") {
+				t.Errorf("Start(port %d taken, asked for) logged %q, want no retry of a port it did not pick", taken, logs.String())
+			}
+			if err := CheckPorts(tt.cfg); !errs.Is(err, errs.Unavailable) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("CheckPorts(port %d taken) = %v, want UNAVAILABLE naming %q", taken, err, tt.want)
+			}
 		})
+	}
+	if err := CheckPorts(Config{FrontendPort: 0, UIPort: 0}); err != nil {
+		t.Errorf("CheckPorts(ports to pick) = %v, want nil", err)
 	}
 }
 
