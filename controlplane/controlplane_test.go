@@ -294,8 +294,8 @@ func TestPortInUseFailsBeforeAnythingStarts(t *testing.T) {
 		{"--listen", controlplane.Config{Listen: addr, TemporalListen: free, MetricsListen: free}},
 		{"--metrics-listen", controlplane.Config{Listen: free, TemporalListen: free, MetricsListen: addr}},
 		{"--agents-listen", controlplane.Config{Listen: free, TemporalListen: free, AgentsListen: addr}},
-		{"Temporal frontend", controlplane.Config{Listen: free, TemporalListen: addr}},
-		{"Temporal Web UI", controlplane.Config{Listen: free, TemporalListen: free, UIListen: addr}},
+		{"--temporal-listen", controlplane.Config{Listen: free, TemporalListen: addr}},
+		{"--ui-listen", controlplane.Config{Listen: free, TemporalListen: free, UIListen: addr}},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
 			dir := t.TempDir()

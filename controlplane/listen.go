@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"errors"
 	"net"
 
 	"github.com/better-compute/better-compute/errs"
@@ -37,8 +38,11 @@ func (cp *ControlPlane) listen() error {
 		if err != nil {
 			return err
 		}
-		if err := tserver.CheckPorts(tserver.Config{Host: host, FrontendPort: port, UIPort: uiPort}); err != nil {
-			return err
+		if err := tserver.CheckPorts(tserver.Config{Host: host, FrontendPort: port, UIPort: -1}); err != nil {
+			return naming(err, "--temporal-listen")
+		}
+		if err := tserver.CheckPorts(tserver.Config{Host: host, UIPort: uiPort}); err != nil {
+			return naming(err, "--ui-listen, or off")
 		}
 	}
 	if cp.cfg.Only == OnlyWorker {
@@ -54,6 +58,17 @@ func (cp *ControlPlane) listen() error {
 		return errs.Invalid("agents-listen", "want host:port, got %q", cp.cfg.AgentsListen)
 	}
 	return bind(&cp.ln.agents, cp.cfg.AgentsListen, "the agents' listener", "--agents-listen")
+}
+
+// naming adds the flag that sets the port to err's message.
+func naming(err error, flag string) error {
+	var e *errs.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	c := *e
+	c.Msg += " (with " + flag + ")"
+	return &c
 }
 
 // on reports whether a listen flag names an address ("" and "off" do not).
