@@ -6,6 +6,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -22,9 +23,11 @@ import (
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/emulate/ipmibmc"
+	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/sdk"
 	"github.com/better-compute/better-compute/siteagent"
+	"github.com/better-compute/better-compute/tserver"
 )
 
 // Config is what `better-compute demo` takes.
@@ -168,8 +171,23 @@ func withDefaults(cfg Config) Config {
 }
 
 // prepareDataDir starts from an empty data dir with a CA and the hardware
-// profile the emulated rack needs.
+// profile the emulated rack needs. It wipes only a demo's data dir (its
+// config.yaml says so) that no running demo or serve holds, or an empty
+// one: --data-dir naming anything else is refused with nothing removed.
 func prepareDataDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		return errs.Wrap(errs.InvalidInput, err, "--data-dir %s cannot be read", dir)
+	}
+	if len(entries) > 0 {
+		if cfg, _ := os.ReadFile(filepath.Join(dir, "config.yaml")); !bytes.HasPrefix(cfg, []byte(demoConfigHeader)) {
+			return errs.Invalid("data-dir", "%s is not a demo's data dir (its config.yaml was not written by the demo), "+
+				"and the demo wipes its data dir at start: name a new or empty directory", dir)
+		}
+		if err := tserver.CheckDataDirFree(dir); err != nil {
+			return err
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("clear the demo's data dir %s: %w", dir, err)
 	}
@@ -182,8 +200,11 @@ func prepareDataDir(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(hardwareConfig), 0o600)
 }
 
-const hardwareConfig = `# Written by better-compute demo.
-hardwareProfiles:
+// demoConfigHeader starts the config.yaml of a demo's data dir, which
+// marks the directory as one the demo may wipe.
+const demoConfigHeader = "# Written by better-compute demo.\n"
+
+const hardwareConfig = demoConfigHeader + `hardwareProfiles:
   emulated-redfish:
     description: emulated machines with Redfish BMCs, PXE-booted by the site agent
     drivers: {power: redfish, management: redfish, boot: ipxe, deploy: image-stream}

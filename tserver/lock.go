@@ -42,3 +42,17 @@ func lockDataDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// CheckDataDirFree fails with INVALID_STATE, naming the owner's pid, when a
+// running server holds dir's Temporal data (lockDataDir); nil when none does
+// or dir holds none. For a caller about to remove dir (the demo's wipe).
+func CheckDataDirFree(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, LockFile)); os.IsNotExist(err) {
+		return nil
+	}
+	f, err := lockDataDir(dir)
+	if err != nil {
+		return err
+	}
+	return f.Close() // the lock goes with the descriptor
+}
