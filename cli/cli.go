@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -183,5 +185,28 @@ func helpName(c *cli.Context) string {
 }
 
 func usageError(c *cli.Context, err error, _ bool) error {
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+		if g := globalFlag(c, strings.TrimLeft(name, "-")); g != nil {
+			return g
+		}
+	}
 	return errs.Invalid("", "%v (see %s --help)", err, helpName(c))
+}
+
+// globalFlag is the error for a global option (--url, --token…) given after
+// the command, where urfave/cli does not take it: where it goes instead, and
+// its environment variable. nil when name is no global option.
+func globalFlag(c *cli.Context, name string) error {
+	for _, f := range c.App.Flags {
+		if !slices.Contains(f.Names(), name) {
+			continue
+		}
+		env := ""
+		if e, ok := f.(interface{ GetEnvVars() []string }); ok && len(e.GetEnvVars()) > 0 {
+			env = ", or set " + e.GetEnvVars()[0]
+		}
+		return errs.Invalid(name, "--%s is a global option: give it before the command (%s --%s … %s)%s",
+			name, c.App.Name, name, strings.TrimPrefix(helpName(c), c.App.Name+" "), env)
+	}
+	return nil
 }

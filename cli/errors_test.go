@@ -32,6 +32,11 @@ func TestErrors(t *testing.T) {
 		{args: []string{"sites", "get", "a", "b"}, stderr: "error: INVALID_INPUT: unexpected argument \"b\"", code: 2},
 		{args: []string{"sites", "list", "--bogus"}, stderr: "error: INVALID_INPUT: flag provided but not defined: -bogus", code: 2},
 		{args: []string{"sites", "get", "site_1", "--bogus"}, stderr: "error: INVALID_INPUT: flag provided but not defined: --bogus", code: 2},
+		// A global option after the command: said where it goes, not "not defined".
+		{args: []string{"sites", "list", "--url", "http://cp:7780"},
+			stderr: "error: INVALID_INPUT: --url is a global option: give it before the command (better-compute --url … sites list), or set BETTER_COMPUTE_URL (field url)\n", code: 2},
+		{args: []string{"sites", "list", "--token=t"},
+			stderr: "error: INVALID_INPUT: --token is a global option: give it before the command (better-compute --token … sites list), or set BETTER_COMPUTE_TOKEN (field token)\n", code: 2},
 		{args: []string{"frobnicate"}, stderr: "error: INVALID_INPUT: unknown command \"frobnicate\"", code: 2},
 		{args: []string{"sites", "frobnicate"}, stderr: "error: INVALID_INPUT: unknown command \"frobnicate\"", code: 2},
 		{args: []string{"sites", "list", "-o", "yaml"}, stderr: "error: INVALID_INPUT: -o must be json or table, not \"yaml\" (field output)\n", code: 2},
