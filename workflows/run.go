@@ -224,7 +224,7 @@ func (r *run) command(step, kind, runsOn string, actx workflow.Context, in, out 
 	case temporal.IsCanceledError(err): // metal.abort: not an INTERNAL failure
 		rec.Status, rec.Error = kinds.CommandAborted, "aborted"
 	case err != nil:
-		rec.Status, rec.ErrorKind, rec.Error = kinds.CommandFailed, string(kindOf(err)), err.Error()
+		rec.Status, rec.ErrorKind, rec.Error = kinds.CommandFailed, string(kindOf(err)), lastError(err)
 	}
 	if r.behind {
 		rec.FinishedAt = workflow.Now(r.ctx)

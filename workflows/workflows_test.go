@@ -310,9 +310,11 @@ func TestAbortFailsTheNodeWithTheReason(t *testing.T) {
 	}
 }
 
-// TestLastErrorIsOneCleanLine: a failed node's lastError is the failing
-// step's kind and message, one line an operator can act on, without
-// Temporal's wrapping around it.
+// TestLastErrorIsOneCleanLine: a failed node's lastError, and the failed
+// command's error in the command log, are the failing step's kind and
+// message, one line an operator can act on, without Temporal's wrapping
+// around it. Before, the command log kept the wrapping ("activity error
+// (type: wipe.verify, scheduledEventID: …, identity: …): …").
 func TestLastErrorIsOneCleanLine(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -322,13 +324,15 @@ func TestLastErrorIsOneCleanLine(t *testing.T) {
 		in    wf.Input
 		edit  func(f *fake)
 		want  string
+		cmd   string // each failed command's error in the log ("": none fails)
 	}{
 		{"an activity's error", nodestate.Deployed, wf.Undeploy, wf.Input{Wipe: "quick"},
 			func(f *fake) { f.fail[kinds.ActVerifyWipe] = unverified("read-back failed on wwn-0x2") },
-			"wipe.verify: UNVERIFIED_WIPE: read-back failed on wwn-0x2"},
+			"wipe.verify: UNVERIFIED_WIPE: read-back failed on wwn-0x2", ""},
 		{"the workflow's own error", nodestate.Manageable, wf.Provide, wf.Input{},
 			func(f *fake) { f.fail[kinds.InventoryRefresh] = errs.New(errs.BootStalled, "stopped at \"armed\"") },
-			"BOOT_STALLED: 3 ramdisk boots stalled; the last: stopped at \"armed\""},
+			"BOOT_STALLED: 3 ramdisk boots stalled; the last: stopped at \"armed\"",
+			"inventory.refresh: BOOT_STALLED: stopped at \"armed\""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -341,6 +345,11 @@ func TestLastErrorIsOneCleanLine(t *testing.T) {
 			last := f.transitions[len(f.transitions)-1]
 			if last.To != nodestate.Failed || last.Error != tc.want {
 				t.Errorf("move to failed = %s with %q, want failed with %q", last.To, last.Error, tc.want)
+			}
+			for _, c := range f.commands {
+				if c.Status == kinds.CommandFailed && c.Error != tc.cmd {
+					t.Errorf("failed command %s in the log = %q, want %q", c.Kind, c.Error, tc.cmd)
+				}
 			}
 		})
 	}
