@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -134,21 +135,38 @@ func (r *run) fail(cause error) {
 }
 
 // lastError is the one line a failed node shows: what the failing step's
-// error said (kind and message, as errs writes them), without Temporal's
-// wrapping ("activity error (type: …, scheduledEventID: …)", "(type: …,
-// retryable: …)"), with the step's kind in front when the message does not
-// name it.
+// error said (kind and message, as errs writes them), or which of its
+// timeouts ran out, without Temporal's wrapping ("activity error (type: …,
+// scheduledEventID: …)", "(type: …, retryable: …)"), with the step's kind in
+// front when the message does not name it.
 func lastError(err error) string {
 	var app *temporal.ApplicationError
-	if !errors.As(err, &app) {
+	var timeout *temporal.TimeoutError
+	var msg string
+	switch {
+	case errors.As(err, &app):
+		msg = app.Message()
+	case errors.As(err, &timeout):
+		msg = "timed out (" + timeout.TimeoutType().String() + ")"
+		if why, ok := timedOut[timeout.TimeoutType()]; ok {
+			msg = "timed out: " + why
+		}
+	default:
 		return err.Error()
 	}
-	msg := app.Message()
 	var act *temporal.ActivityError
 	if errors.As(err, &act) && !strings.HasPrefix(msg, act.ActivityType().Name) {
 		msg = act.ActivityType().Name + ": " + msg
 	}
 	return msg
+}
+
+// timedOut says what each of an activity's timeouts running out means.
+var timedOut = map[enumspb.TimeoutType]string{
+	enumspb.TIMEOUT_TYPE_HEARTBEAT:         "its worker sent no heartbeat in time (the site agent, or its ramdisk, stopped?)",
+	enumspb.TIMEOUT_TYPE_START_TO_CLOSE:    "it did not finish in time (start-to-close)",
+	enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START: "no worker took it in time (is its site agent running?)",
+	enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE: "it did not finish in time, retries included (schedule-to-close)",
 }
 
 // kindOf reads the error kind a failed activity carried.

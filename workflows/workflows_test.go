@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -329,6 +330,12 @@ func TestLastErrorIsOneCleanLine(t *testing.T) {
 		{"an activity's error", nodestate.Deployed, wf.Undeploy, wf.Input{Wipe: "quick"},
 			func(f *fake) { f.fail[kinds.ActVerifyWipe] = unverified("read-back failed on wwn-0x2") },
 			"wipe.verify: UNVERIFIED_WIPE: read-back failed on wwn-0x2", ""},
+		{"an activity's timeout", nodestate.Deployed, wf.Undeploy, wf.Input{Wipe: "quick"},
+			func(f *fake) {
+				f.fail[kinds.DiskWipe] = temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+			},
+			"disk.wipe: timed out: its worker sent no heartbeat in time (the site agent, or its ramdisk, stopped?)",
+			"disk.wipe: timed out: its worker sent no heartbeat in time (the site agent, or its ramdisk, stopped?)"},
 		{"the workflow's own error", nodestate.Manageable, wf.Provide, wf.Input{},
 			func(f *fake) { f.fail[kinds.InventoryRefresh] = errs.New(errs.BootStalled, "stopped at \"armed\"") },
 			"BOOT_STALLED: 3 ramdisk boots stalled; the last: stopped at \"armed\"",
