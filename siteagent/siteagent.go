@@ -191,11 +191,14 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		closeListener(mln)
 		px.Close()
 	}
-	for _, addr := range []string{cfg.BootListen, cfg.RelayListen} {
-		ln, err := net.Listen("tcp", addr)
+	for _, l := range []struct{ addr, what, flag string }{
+		{cfg.BootListen, "iPXE and the image cache", "--boot-listen"},
+		{cfg.RelayListen, "the ramdisk relay", "--relay-listen"},
+	} {
+		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			closeAll()
-			return nil, errs.Wrap(errs.Unavailable, err, "cannot listen on %s", addr)
+			return nil, errs.Wrap(errs.Unavailable, err, "%s cannot listen on %s (pick another with %s)", l.what, l.addr, l.flag)
 		}
 		lns = append(lns, ln)
 	}

@@ -121,9 +121,21 @@ func join(ctx context.Context, cfg *Config, key crypto.Signer, relayHost string)
 		Token: token, Role: string(pki.RoleSite), PublicKeyPem: pubPEM, ServeHosts: []string{relayHost},
 	}))
 	if err != nil {
-		return site.FromConnect(joinOp, err)
+		return unreached(site.FromConnect(joinOp, err), cfg.ControlPlaneURL)
 	}
 	return saveJoin(cfg, resp.Msg)
+}
+
+// unreached names the control plane and its flag in an UNAVAILABLE
+// error: the join's dial failed, not the join.
+func unreached(err error, url string) error {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Kind != errs.Unavailable {
+		return err
+	}
+	c := *e
+	c.Msg = "cannot reach the control plane at " + url + " (check --control-plane): " + c.Msg
+	return &c
 }
 
 func saveJoin(cfg *Config, r *v1.JoinResponse) error {
