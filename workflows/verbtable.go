@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/better-compute/better-compute/errs"
@@ -64,7 +65,23 @@ func CheckVerb(v nodestate.Verb, s nodestate.State) error {
 		}
 		names[i] = string(a)
 	}
-	return errs.New(errs.InvalidState, "%s needs a node in state %s; this node is %s", v, strings.Join(names, " or "), s)
+	hint := ""
+	if first, ok := leadsOut[s]; ok && slices.Contains(spec.From, first.to) {
+		hint = ": " + string(first.verb) + " it first"
+	}
+	return errs.New(errs.InvalidState, "%s needs a node in state %s; this node is %s%s", v, strings.Join(names, " or "), s, hint)
+}
+
+// leadsOut is, for a resting state, the one verb that takes a node out of
+// it and the state that verb ends in, when it always ends there: CheckVerb
+// says it when that state is one the refused verb starts from.
+var leadsOut = map[nodestate.State]struct {
+	verb nodestate.Verb
+	to   nodestate.State
+}{
+	nodestate.Deployed:   {nodestate.Undeploy, nodestate.Ready},
+	nodestate.Manageable: {nodestate.Provide, nodestate.Ready},
+	nodestate.Rescue:     {nodestate.Unrescue, nodestate.Deployed},
 }
 
 // Workflows maps every workflow the control plane runs, by type name, to

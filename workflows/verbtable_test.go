@@ -54,13 +54,22 @@ func TestCheckVerb(t *testing.T) {
 		want string // "" allowed, else in the INVALID_STATE message
 	}{
 		{nodestate.Retire, nodestate.Adopted, ""},
-		{nodestate.Retire, nodestate.Deployed, "retire needs a node in state ready or failed or enrolling or adopting or adopted or manageable; this node is deployed"},
+		{nodestate.Retire, nodestate.Deployed, "retire needs a node in state ready or failed or enrolling or adopting or adopted or manageable; " +
+			"this node is deployed: undeploy it first"},
 		{nodestate.Deploy, nodestate.Ready, ""},
-		{nodestate.Deploy, nodestate.Deployed, "deploy needs a node in state ready; this node is deployed"},
+		{nodestate.Deploy, nodestate.Deployed, "deploy needs a node in state ready; this node is deployed: undeploy it first"},
+		{nodestate.Deploy, nodestate.Manageable, "deploy needs a node in state ready; this node is manageable: provide it first"},
+		{nodestate.Undeploy, nodestate.Rescue, "undeploy needs a node in state deployed; this node is rescue: unrescue it first"},
+		// No one verb leads from a failed node to ready (recover may end manageable): no hint.
+		{nodestate.Deploy, nodestate.Failed, "deploy needs a node in state ready; this node is failed\x00"},
 	}
 	for _, tc := range cases {
 		err := wf.CheckVerb(tc.v, tc.s)
-		if tc.want == "" && err != nil || tc.want != "" && (!errs.Is(err, errs.InvalidState) || !strings.Contains(err.Error(), tc.want)) {
+		msg := ""
+		if err != nil {
+			msg = err.Error() + "\x00" // the end of the message, for a case that wants nothing after it
+		}
+		if tc.want == "" && err != nil || tc.want != "" && (!errs.Is(err, errs.InvalidState) || !strings.Contains(msg, tc.want)) {
 			t.Errorf("CheckVerb(%s, %s) = %v, want %q", tc.v, tc.s, err, tc.want)
 		}
 	}
