@@ -30,16 +30,13 @@ func (cp *ControlPlane) startAgents() error {
 	if cp.ln.agents == nil { // no CA, or --agents-listen off (listen)
 		return nil
 	}
-	ln := take(&cp.ln.agents)
 	host, _, _ := net.SplitHostPort(cp.cfg.AgentsListen) // checked by listen
 	certPEM, err := cp.ca.IssueServer(cp.key.Public(), pki.RoleControlPlane, "control-plane", servingHosts(host), pki.MaxTTL)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	cert, err := pki.ParseCert(certPEM)
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	tlsCfg := api.AgentsTLS(cp.ca)
@@ -53,6 +50,7 @@ func (cp *ControlPlane) startAgents() error {
 	agents.ReservedHosts = cp.reservedHosts(host, agents.TemporalServerName)
 	cp.agents = &http.Server{Handler: bodytimeout.Handler(srv.AgentsHandler(agents), bodytimeout.Default), TLSConfig: tlsCfg,
 		ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	ln := take(&cp.ln.agents)
 	cp.agentsURL = "https://" + ln.Addr().String()
 	go func() {
 		if err := cp.agents.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {

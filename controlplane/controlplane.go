@@ -7,6 +7,7 @@ package controlplane
 import (
 	"context"
 	"crypto"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -118,9 +119,11 @@ type ControlPlane struct {
 	metricsURL string
 	agentsURL  string
 	ln         listeners // bound at start, until their servers take them
-	apiURL     string
-	dbURL      string
-	tokenPath  string
+	// apiCertificate is the API's, from --tls-cert and --tls-key (nil: plain).
+	apiCertificate *tls.Certificate
+	apiURL         string
+	dbURL          string
+	tokenPath      string
 
 	gate          *webui.Gate // the Web UI's and the codec endpoints' login
 	payloadTenant codec.PayloadTenant
@@ -283,7 +286,6 @@ func (cp *ControlPlane) stopStore() {
 }
 
 func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key *codec.Keyring) error {
-	ln := take(&cp.ln.api)
 	// Profiles resolve against the plugins' own steps (with their checks)
 	// beside those the running workers publish.
 	reg, err := steps.Registry(cp.cfg.Plugins...)
@@ -301,10 +303,7 @@ func (cp *ControlPlane) startAPI(hw config.HardwareProfiles, key *codec.Keyring)
 	cp.http.Protocols = new(http.Protocols)
 	cp.http.Protocols.SetHTTP1(true)
 	cp.http.Protocols.SetUnencryptedHTTP2(true)
-	if ln, err = cp.apiTLS(ln, cp.http); err != nil {
-		ln.Close()
-		return err
-	}
+	ln := cp.apiTLS(take(&cp.ln.api), cp.http, cp.apiCertificate)
 	hs := cp.http // Stop may clear cp.http before this goroutine runs
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -324,3 +324,32 @@ func TestPortInUseFailsBeforeAnythingStarts(t *testing.T) {
 		})
 	}
 }
+
+// TestBadTLSPairFailsBeforeAnythingStarts: --tls-cert without --tls-key,
+// or a pair that does not load, fails Start with INVALID_INPUT and nothing
+// started. Before, serve found it only as the API came up, after
+// PostgreSQL, Temporal and the worker.
+func TestBadTLSPairFailsBeforeAnythingStarts(t *testing.T) {
+	certFile, _, _ := selfSigned(t, t.TempDir())
+	for name, cfg := range map[string]controlplane.Config{
+		"no key":                {TLSCert: certFile},
+		"a key that is not one": {TLSCert: certFile, TLSKey: certFile},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg.DataDir, cfg.Logger = dir, quiet()
+			cfg.Listen, cfg.TemporalListen, cfg.UIListen, cfg.AgentsListen = "127.0.0.1:0", "127.0.0.1:0", "off", "off"
+			cp, err := controlplane.Start(context.Background(), cfg)
+			if err == nil {
+				cp.Stop()
+				t.Fatal("Start with a bad TLS pair = nil error")
+			}
+			if !errs.Is(err, errs.InvalidInput) || !strings.Contains(err.Error(), "tls-cert") {
+				t.Errorf("Start with a bad TLS pair = %v, want INVALID_INPUT naming tls-cert", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "postgres")); !os.IsNotExist(err) {
+				t.Errorf("Start with a bad TLS pair made %s/postgres (%v): something started first", dir, err)
+			}
+		})
+	}
+}

@@ -13,8 +13,8 @@ import (
 // closes those never handed over.
 type listeners struct{ api, agents, metrics net.Listener }
 
-// listen binds serve's own ports, the API's, the agents' (with a CA) and
-// /metrics', and checks the embedded Temporal server's frontend and Web UI
+// listen binds serve's own ports, the API's (its TLS pair loaded first),
+// the agents' (with a CA) and /metrics', and checks the embedded Temporal server's frontend and Web UI
 // ports, which the server binds itself as it starts. It runs before
 // anything starts: a port in use fails serve at once, naming its flag, with
 // nothing to stop (not after PostgreSQL and Temporal came up), and serve's
@@ -47,6 +47,10 @@ func (cp *ControlPlane) listen() error {
 	}
 	if cp.cfg.Only == OnlyWorker {
 		return nil
+	}
+	var err error
+	if cp.apiCertificate, err = cp.apiCert(); err != nil {
+		return err
 	}
 	if err := bind(&cp.ln.api, cp.cfg.Listen, "the API", "--listen"); err != nil {
 		return err
