@@ -76,6 +76,9 @@ func Run(ctx context.Context, app *cli.App, args []string, stderr io.Writer) int
 	if errors.Is(err, errHelpShown) {
 		return 0
 	}
+	if err != nil && strings.HasPrefix(err.Error(), "Required flag") { // urfave/cli's own check, before any action
+		err = errs.Invalid("", "%v", err)
+	}
 	if err != nil {
 		PrintError(stderr, err)
 	}
@@ -152,6 +155,19 @@ func prepare(c *cli.Command) {
 		return
 	}
 	c.Flags = append(c.Flags, outputFlags()...)
+}
+
+// Prepare gives another program's command tree (bcd's) better-compute's
+// usage errors, unknown-subcommand handling and error exits: run it with Run.
+func Prepare(app *cli.App) {
+	if app.Action == nil {
+		app.Action = groupAction
+	}
+	app.OnUsageError = usageError
+	app.ExitErrHandler = func(*cli.Context, error) {}
+	for _, c := range app.Commands {
+		prepareExtra(c)
+	}
 }
 
 // prepareExtra gives the caller's commands the same usage errors and unknown

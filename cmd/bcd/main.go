@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -18,6 +17,7 @@ import (
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/ipmi"
 	"github.com/better-compute/better-compute/bmc/redfish"
+	bccli "github.com/better-compute/better-compute/cli"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/internal/buildinfo"
 	"github.com/better-compute/better-compute/internal/logflag"
@@ -31,12 +31,9 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := app().RunContext(ctx, os.Args)
+	code := bccli.Run(ctx, app(), os.Args, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
 
 // drivers is bcd site's BMC driver registry; the drivers log to log (what
@@ -55,7 +52,7 @@ func drivers(log *slog.Logger) map[string]siteagent.DriverFactory {
 func app() *cli.App {
 	logLevel := &cli.StringFlag{Name: "log-level", Value: "info"}
 	logFormat := logflag.Format()
-	return &cli.App{
+	a := &cli.App{
 		Name:    "bcd",
 		Usage:   "better-compute's machine-side agent",
 		Version: buildinfo.Read().String(),
@@ -175,6 +172,8 @@ func app() *cli.App {
 			},
 		},
 	}
+	bccli.Prepare(a) // usage errors as INVALID_INPUT (exit 2), like better-compute's
+	return a
 }
 
 func trimNL(b []byte) []byte {
