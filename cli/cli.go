@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -213,16 +212,14 @@ func usageError(c *cli.Context, err error, _ bool) error {
 // the command, where urfave/cli does not take it: where it goes instead, and
 // its environment variable. nil when name is no global option.
 func globalFlag(c *cli.Context, name string) error {
-	for _, f := range c.App.Flags {
-		if !slices.Contains(f.Names(), name) {
-			continue
-		}
-		env := ""
-		if e, ok := f.(interface{ GetEnvVars() []string }); ok && len(e.GetEnvVars()) > 0 {
-			env = ", or set " + e.GetEnvVars()[0]
-		}
-		return errs.Invalid(name, "--%s is a global option: give it before the command (%s --%s … %s)%s",
-			name, c.App.Name, name, strings.TrimPrefix(helpName(c), c.App.Name+" "), env)
+	f := flagNamed(c.App.Flags, name)
+	if f == nil {
+		return nil
 	}
-	return nil
+	env := ""
+	if e, ok := f.(interface{ GetEnvVars() []string }); ok && len(e.GetEnvVars()) > 0 {
+		env = ", or set " + e.GetEnvVars()[0]
+	}
+	return errs.Invalid(name, "--%s is a global option: give it before the command (%s --%s … %s)%s",
+		name, c.App.Name, name, strings.TrimPrefix(helpName(c), c.App.Name+" "), env)
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -177,13 +178,17 @@ func interspersed(c *cli.Context) ([]string, error) {
 }
 
 func findFlag(c *cli.Context, name string) cli.Flag {
-	for _, set := range [][]cli.Flag{c.Command.Flags, c.App.Flags} {
-		for _, f := range set {
-			for _, n := range f.Names() {
-				if n == name {
-					return f
-				}
-			}
+	if f := flagNamed(c.Command.Flags, name); f != nil {
+		return f
+	}
+	return flagNamed(c.App.Flags, name)
+}
+
+// flagNamed is the flag of flags that name is one of the names of, or nil.
+func flagNamed(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f
 		}
 	}
 	return nil

@@ -70,9 +70,7 @@ func naming(err error, flag string) error {
 	if !errors.As(err, &e) {
 		return err
 	}
-	c := *e
-	c.Msg += " (with " + flag + ")"
-	return &c
+	return e.WithMsg(e.Msg + " (with " + flag + ")")
 }
 
 // on reports whether a listen flag names an address ("" and "off" do not).

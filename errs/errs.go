@@ -113,6 +113,13 @@ func (e *Error) WithOp(op string) *Error {
 	return &c
 }
 
+// WithMsg sets the message on a copy of e.
+func (e *Error) WithMsg(msg string) *Error {
+	c := *e
+	c.Msg = msg
+	return &c
+}
+
 // WithReason sets the reason on a copy of e.
 func (e *Error) WithReason(reason string) *Error {
 	c := *e

@@ -133,9 +133,7 @@ func unreached(err error, url string) error {
 	if !errors.As(err, &e) || e.Kind != errs.Unavailable {
 		return err
 	}
-	c := *e
-	c.Msg = "cannot reach the control plane at " + url + " (check --control-plane): " + c.Msg
-	return &c
+	return e.WithMsg("cannot reach the control plane at " + url + " (check --control-plane): " + e.Msg)
 }
 
 func saveJoin(cfg *Config, r *v1.JoinResponse) error {

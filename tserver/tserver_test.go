@@ -271,10 +271,16 @@ func TestStartRetriesATakenPickWithItsFrontendPort(t *testing.T) {
 // takenPort returns a loopback port held by a listener until the test ends.
 func takenPort(t *testing.T) int {
 	t.Helper()
+	return listen(t).Addr().(*net.TCPAddr).Port
+}
+
+// listen returns a loopback listener, closed when the test ends.
+func listen(t *testing.T) net.Listener {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	return l.Addr().(*net.TCPAddr).Port
+	return l
 }
