@@ -164,6 +164,33 @@ func TestEnsureRefusesBadInput(t *testing.T) {
 	}
 }
 
+// TestEnsureSourceAnswers: a source that says the image is not there
+// (404, 403) is INVALID_INPUT, which no retry mends, naming the fix; one
+// that may mend (500, 429) stays DRIVER_ERROR, which the deploy retries.
+func TestEnsureSourceAnswers(t *testing.T) {
+	t.Parallel()
+	c, _ := newCache(t)
+	for _, tc := range []struct {
+		status int
+		want   errs.Kind
+	}{
+		{http.StatusNotFound, errs.InvalidInput}, {http.StatusForbidden, errs.InvalidInput}, {http.StatusGone, errs.InvalidInput},
+		{http.StatusInternalServerError, errs.DriverError}, {http.StatusTooManyRequests, errs.DriverError},
+		{http.StatusRequestTimeout, errs.DriverError},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(tc.status) }))
+		in := kinds.EnsureImageInput{ImageID: "img_1", Source: srv.URL + "/img", Digest: "sha256:" + strings.Repeat("a", 64)}
+		_, err := c.Ensure(context.Background(), in, nil)
+		srv.Close()
+		if !errs.Is(err, tc.want) || !strings.Contains(err.Error(), http.StatusText(tc.status)) {
+			t.Errorf("Ensure against HTTP %d = %v, want %s naming the status", tc.status, err, tc.want)
+		}
+		if tc.want == errs.InvalidInput && !strings.Contains(err.Error(), "images register") {
+			t.Errorf("Ensure against HTTP %d = %v, want it to say how to mend the source", tc.status, err)
+		}
+	}
+}
+
 func TestNewRemovesLeftovers(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

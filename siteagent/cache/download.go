@@ -36,6 +36,10 @@ func (c *Cache) download(ctx context.Context, want string, in kinds.EnsureImageI
 		return kinds.EnsureImageOutput{}, errs.New(errs.DriverError, "cannot fetch image %s from %s: %v", in.ImageID, shown, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
+	if gone(resp.StatusCode) {
+		return kinds.EnsureImageOutput{}, errs.New(errs.InvalidInput,
+			"image %s's source %s answered HTTP %s: register the image again with the right --source (images register) and deploy a profile that names it", in.ImageID, shown, resp.Status)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return kinds.EnsureImageOutput{}, errs.New(errs.DriverError, "fetching image %s from %s: HTTP %s", in.ImageID, shown, resp.Status)
 	}
@@ -123,4 +127,10 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// gone: the source answered that the image is not there, or not for us,
+// which no retry mends (not 408 or 429: those ask for one).
+func gone(status int) bool {
+	return status >= 400 && status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
 }
