@@ -30,7 +30,7 @@ func (s metal) Get(ctx context.Context, r *connect.Request[v1.GetNodeRequest]) (
 		return nil, err
 	}
 	out := withWait(nodeOut(n), waits[n.ID])
-	if n.State.Active() {
+	if n.State != nodestate.Retired { // a verb may work on a resting node before it moves it (deploy pins its images)
 		out.Progress = nodeProgress(s.pendingOf(ctx, n.ID))
 	}
 	return connect.NewResponse(&v1.GetNodeResponse{Node: out}), nil

@@ -61,10 +61,16 @@ func (f *metalFake) next() string {
 	return st
 }
 
+// node is a node in state; "ready+refused" is a ready node a deploy left
+// there with its error.
 func node(id, state string) *v1.Node {
+	state, refused := strings.CutSuffix(state, "+refused")
 	n := &v1.Node{Id: id, PoolId: "pool_1", State: state, BmcDriver: "redfish", BmcAddress: "10.20.0.14"}
 	if state == "failed" {
 		n.FailedFrom, n.LastError, n.Maintenance = "deploying", "image digest mismatch", true
+	}
+	if refused {
+		n.LastError = "deploy failed before it moved the node, which stays " + state + ": cache.ensureImage: DRIVER_ERROR: connection refused"
 	}
 	return n
 }
@@ -376,6 +382,14 @@ func TestMetalWait(t *testing.T) {
 		{name: "failed", script: []string{"failed"}, args: []string{"--state", "deployed"}, code: 1, stdout: "failed\n",
 			stderr: "error: node node_1 failed from deploying: image digest mismatch " +
 				"(see `commands list --node node_1`; `metal recover node_1` brings it back)\n",
+			gets: 1, atMost: time.Second},
+		// A deploy that failed before it moved the node: it stays ready.
+		{name: "refused", script: []string{"ready", "ready+refused"}, args: []string{"--state", "deployed", "--timeout", "5s"}, code: 1, stdout: "ready\n",
+			stderr: "node node_1 is ready; waiting for deployed\n" +
+				"error: node node_1: deploy failed before it moved the node, which stays ready: cache.ensureImage: DRIVER_ERROR: connection refused " +
+				"(see `commands list --node node_1`)\n",
+			gets: 2, atLeast: time.Second, atMost: 3 * time.Second},
+		{name: "waiting for the refused node's state", script: []string{"ready+refused"}, args: []string{"--state", "ready"}, stdout: "ready\n",
 			gets: 1, atMost: time.Second},
 		{name: "waiting for failed", script: []string{"failed"}, args: []string{"--state", "failed"}, stdout: "failed\n", gets: 1, atMost: time.Second},
 		{name: "timeout", script: []string{"deploying"}, args: []string{"--state", "deployed", "--timeout", "300ms"}, code: 1, stdout: "deploying\n",

@@ -72,12 +72,15 @@ func waitFor(s *session, id, want string, timeout time.Duration) error {
 				return errs.Wrap(errs.Internal, err, "decode node %s", id)
 			}
 			n := resp.GetNode()
-			switch n.GetState() {
-			case want:
+			switch {
+			case n.GetState() == want:
 				return showNode(s, raw)
-			case string(nodestate.Failed):
+			case n.GetState() == string(nodestate.Failed):
 				return firstErr(showNode(s, raw), &exitError{code: 1, msg: failedMessage(id, n)})
-			case seen:
+			case refused(n):
+				return firstErr(showNode(s, raw), &exitError{code: 1,
+					msg: fmt.Sprintf("node %s: %s (see `commands list --node %s`)", id, n.GetLastError(), id)})
+			case n.GetState() == seen:
 			default:
 				seen = n.GetState()
 				fmt.Fprintf(s.stderr, "node %s is %s; waiting for %s\n", id, seen, want)
@@ -97,6 +100,14 @@ func waitFor(s *session, id, want string, timeout time.Duration) error {
 		case <-time.After(min(waitInterval, left)):
 		}
 	}
+}
+
+// refused: the last verb on the node failed before it moved it, so the
+// node rests where it was with that verb's error (a node's error is kept
+// only in failed, or after such a refusal, until a verb starts on it).
+func refused(n *v1.Node) bool {
+	st := nodestate.State(n.GetState())
+	return n.GetLastError() != "" && st != nodestate.Failed && !st.Active()
 }
 
 // failedMessage says where a failed node failed and why, and what to do next.

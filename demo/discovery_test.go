@@ -131,8 +131,9 @@ func waitFor(ctx context.Context, t *testing.T, d *demo.Demo, id string, ok func
 }
 
 // runCLI runs the CLI against the demo's API as root and decodes its JSON
-// output into out, if given; it must exit with code.
-func runCLI(t *testing.T, d *demo.Demo, code int, out proto.Message, args ...string) {
+// output into out, if given; it must exit with code. It returns what the
+// CLI wrote to stderr.
+func runCLI(t *testing.T, d *demo.Demo, code int, out proto.Message, args ...string) string {
 	t.Helper()
 	tok, err := os.ReadFile(d.CP.RootTokenPath())
 	if err != nil {
@@ -148,6 +149,7 @@ func runCLI(t *testing.T, d *demo.Demo, code int, out proto.Message, args ...str
 			t.Fatalf("better-compute %s printed %q: %v", strings.Join(args, " "), stdout.String(), err)
 		}
 	}
+	return stderr.String()
 }
 
 func discoveryOf(items []*v1.PxeDiscovery, mac string) *v1.PxeDiscovery {

@@ -25,6 +25,7 @@ const (
 	ActTransition       = "node.transition"
 	ActRecordFacts      = "node.recordFacts"
 	ActRecordDeployment = "node.recordDeployment"
+	ActRecordRefusal    = "node.recordRefusal"
 	ActIssueDiscovery   = "join.issueDiscoveryToken"
 	ActVerifyWipe       = "wipe.verify"
 	ActGetImage         = "image.get"
@@ -68,6 +69,14 @@ const (
 	ExceptionUnverifiedRelease = "allowUnverifiedRelease" // policy.allowUnverifiedRelease
 	ExceptionAgentNone         = "agentNone"              // agent: none: no ramdisk can wipe
 )
+
+// RefusalInput is the error of a verb that failed before it moved the
+// node, which stays in State.
+type RefusalInput struct {
+	TenantID, NodeID string
+	State            nodestate.State
+	Error            string
+}
 
 // FactsInput records what inspection learned.
 type FactsInput struct {

@@ -15,7 +15,7 @@ import (
 // our activity instead of the plugin's Run.
 func Reserved() []string {
 	out := []string{
-		kinds.ActGetNode, kinds.ActTransition, kinds.ActRecordFacts, kinds.ActRecordDeployment,
+		kinds.ActGetNode, kinds.ActTransition, kinds.ActRecordFacts, kinds.ActRecordDeployment, kinds.ActRecordRefusal,
 		kinds.ActIssueDiscovery, kinds.ActVerifyWipe, kinds.ActGetImage, kinds.ActGetProfile,
 		kinds.ActRevokeIdentity, kinds.ActStartCommand, kinds.ActFinishCommand, kinds.ActQueueCommand, kinds.ActFlushCommands,
 		kinds.ActBeginMACWait, kinds.ActFindCandidate, kinds.ActAwaitConfirmation, kinds.ActTakeCandidate,

@@ -43,3 +43,40 @@ func TestUnfailRefail(t *testing.T) {
 		t.Errorf("after Refail: %s from %q, error %q; want failed from inspecting as before", got.State, got.FailedFrom, got.LastError)
 	}
 }
+
+// TestRecordRefusal: a verb that left its node where it was sets the
+// node's error there, compare-and-set on the state, and clears it with "";
+// neither touches a failed node's error.
+func TestRecordRefusal(t *testing.T) {
+	t.Parallel()
+	s, site := newSite(t)
+	ctx := t.Context()
+	n := newNodeIn(t, s, site, "bcd", store.PoolPolicy{}) // inspecting
+	lastError := func() string {
+		t.Helper()
+		got, err := s.GetNode(ctx, "a", n.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.LastError
+	}
+	const why = "inspect failed before it moved the node, which stays inspecting: x"
+	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Ready, why); err != nil || lastError() != "" {
+		t.Errorf("RecordRefusal(not in that state) = %v, error %q; want nil, nothing set", err, lastError())
+	}
+	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Inspecting, why); err != nil || lastError() != why {
+		t.Errorf("RecordRefusal = %v, error %q; want %q", err, lastError(), why)
+	}
+	if err := s.RecordRefusal(ctx, "b", n.ID, nodestate.Inspecting, ""); err != nil || lastError() != why {
+		t.Errorf("RecordRefusal(another tenant) = %v, error %q; want it kept", err, lastError())
+	}
+	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Inspecting, ""); err != nil || lastError() != "" {
+		t.Errorf("RecordRefusal(\"\") = %v, error %q; want it cleared", err, lastError())
+	}
+	move(t, s, n.ID, nodestate.Inspecting, nodestate.Failed, store.TransitionInfo{Error: "BOOT_STALLED: 3 boots"})
+	for _, msg := range []string{"", why} {
+		if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Failed, msg); err != nil || lastError() != "BOOT_STALLED: 3 boots" {
+			t.Errorf("RecordRefusal(failed, %q) = %v, error %q; want the failure's kept", msg, err, lastError())
+		}
+	}
+}

@@ -11,7 +11,9 @@ import (
 )
 
 // DeployWorkflow writes an OS onto a ready machine by running the deploy
-// profile's plan, step by step, where each runs (plan.go): deploy.image
+// profile's plan, step by step, where each runs (plan.go). The plan's
+// catalog images are pinned at the node's site before the node moves, so
+// an image the site cannot fetch leaves the node ready (refused). deploy.image
 // streams the catalog image from the site cache into the disk from the
 // ramdisk (booted with its own discovery token), boot.kexec boots it, and
 // plugin steps run on the control plane or at the site. The plan comes
@@ -25,14 +27,22 @@ func DeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetProfile, pin).Get(r.ctx, &p); err != nil {
 			return nil, err
 		}
+		d := deployer{run: r, from: map[string]sdk.Values{}, owner: p.Owner, pinned: map[string]pinned{}}
+		plan, planErr := planOf(p)
+		if r.refuses { // a run from before pinned each image as its step came
+			if planErr == nil {
+				planErr = d.pinPlanned(plan)
+			}
+			if planErr != nil {
+				return nil, planErr
+			}
+		}
 		if err := r.move(nodestate.Deploying); err != nil {
 			return nil, err
 		}
-		plan, err := planOf(p)
-		if err != nil {
-			return nil, err
+		if planErr != nil { // a run from before failed its plan deploying
+			return nil, planErr
 		}
-		d := deployer{run: r, from: map[string]sdk.Values{}, owner: p.Owner}
 		for _, s := range plan.Steps {
 			if err := d.step(s); err != nil {
 				return nil, err

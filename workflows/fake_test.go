@@ -46,6 +46,7 @@ type fake struct {
 	flushes     []kinds.CommandFlush    // command.flush calls
 	ramdiskCmds []kinds.Command         // ramdisk commands as sent
 	deployments []kinds.DeploymentInput // node.recordDeployment calls
+	refusals    []kinds.RefusalInput    // node.recordRefusal calls
 	verified    kinds.WipeAttestation   // what wipe.verify returns
 	verifyIn    *kinds.VerifyWipeInput  // what wipe.verify was asked
 	wipes       map[string]bool         // workflow/run → a verified wipe not yet consumed by a move into ready
@@ -134,6 +135,10 @@ func (f *fake) register(env *testsuite.TestWorkflowEnvironment) {
 	}))
 	reg(kinds.ActRecordDeployment, act(f, kinds.ActRecordDeployment, func(in kinds.DeploymentInput) (none, error) {
 		f.deployments = append(f.deployments, in)
+		return none{}, nil
+	}))
+	reg(kinds.ActRecordRefusal, act(f, kinds.ActRecordRefusal, func(in kinds.RefusalInput) (none, error) {
+		f.refusals = append(f.refusals, in)
 		return none{}, nil
 	}))
 	reg(kinds.ActIssueDiscovery, act(f, kinds.ActIssueDiscovery, func(kinds.DiscoveryInput) (string, error) {

@@ -59,7 +59,8 @@ type deployer struct {
 	*run
 	ramdiskUp bool
 	from      map[string]sdk.Values
-	owner     string // the profile's tenant: its images and user data are its
+	owner     string            // the profile's tenant: its images and user data are its
+	pinned    map[string]pinned // by image id, pinned before the node moved (pinPlanned)
 }
 
 // step runs one planned step: its image pinned at the site first, the
@@ -133,9 +134,12 @@ func (d *deployer) inputs(s sdk.PlannedStep) (sdk.Values, error) {
 		in[f] = v
 	}
 	if s.Image != "" {
-		img, err := d.pinImage(in.String(s.Image))
-		if err != nil {
-			return nil, err
+		img, ok := d.pinned[in.String(s.Image)]
+		if !ok {
+			var err error
+			if img, err = d.pinImage(in.String(s.Image)); err != nil {
+				return nil, err
+			}
 		}
 		delete(in, s.Image)
 		if err := merge(in, sdk.Values{"imageId": img.ImageID, "path": img.Path, "digest": img.Digest,
@@ -174,6 +178,28 @@ func (d *deployer) userData(s sdk.PlannedStep, in sdk.Values) error {
 type pinned struct {
 	kinds.EnsureImageInput
 	Path string
+}
+
+// pinPlanned pins, in plan order, each image a step of the plan names in
+// its own with (an image an earlier step outputs is pinned as its step
+// comes), so a site that cannot fetch one refuses the deploy before the
+// node moves.
+func (d *deployer) pinPlanned(plan sdk.Plan) error {
+	for _, s := range plan.Steps {
+		id := s.With.String(s.Image)
+		if s.Image == "" || id == "" || slices.Contains(s.FromFields, s.Image) {
+			continue
+		}
+		if _, ok := d.pinned[id]; ok {
+			continue
+		}
+		img, err := d.pinImage(id)
+		if err != nil {
+			return err
+		}
+		d.pinned[id] = img
+	}
+	return nil
 }
 
 // pinImage reads the catalog image and has the node's site cache it.

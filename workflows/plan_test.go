@@ -80,7 +80,8 @@ func TestDeployRunsPluginSteps(t *testing.T) {
 		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)
 	}
 	// The fake's activities, the plugin's own Runs aside (a.calls).
-	wantCalls := []string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActTransition, kinds.MediaInsert, kinds.ActGetImage, kinds.CacheEnsureImage, kinds.ActIssueDiscovery, kinds.BootSetEntry,
+	// The image is pinned at the site before the node moves.
+	wantCalls := []string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActGetImage, kinds.CacheEnsureImage, kinds.ActTransition, kinds.MediaInsert, kinds.ActIssueDiscovery, kinds.BootSetEntry,
 		kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.DeployImage, kinds.BootSetEntry,
 		kinds.ManagementSetBootDevice, kinds.BootKexec, kinds.ActRecordDeployment, kinds.ActTransition}
 	if diff := cmp.Diff(wantCalls, f.calls); diff != "" {
@@ -92,15 +93,15 @@ func TestDeployRunsPluginSteps(t *testing.T) {
 		t.Errorf("media.insert input = %+v, want url %s and the node's BMC", ins, want)
 	}
 	// Each step's id is its command's and its activity's, the same on every call.
-	if got := len(a.calls["03.acme.wait"]); got != 3 {
+	if got := len(a.calls["04.acme.wait"]); got != 3 {
 		t.Errorf("acme.wait calls = %d (%v), want 3: not ready twice, then done", got, a.calls)
 	}
-	render := a.calls["01.acme.render"]
+	render := a.calls["02.acme.render"]
 	if len(render) != 1 || render[0].Node.ID != "node_1" || render[0].WorkflowID != "metal/node_1" ||
 		render[0].With.String("name") != "seed" {
 		t.Errorf("acme.render calls = %+v, want one for node_1 in metal/node_1 with name seed", render)
 	}
-	if got := a.calls["03.acme.wait"][2].From["acme.render"].String("url"); !strings.HasSuffix(got, "seed.iso") {
+	if got := a.calls["04.acme.wait"][2].From["acme.render"].String("url"); !strings.HasSuffix(got, "seed.iso") {
 		t.Errorf("acme.wait saw render's url %q, want the earlier step's outputs in From", got)
 	}
 	var steps []string
@@ -109,8 +110,7 @@ func TestDeployRunsPluginSteps(t *testing.T) {
 			steps = append(steps, c.Step+" "+c.RunsOn)
 		}
 	}
-	want := []string{"01.acme.render control-plane", "02.media.insert site", "03.acme.wait control-plane",
-		"04.cache.ensureImage site", "05.boot.setEntry site", "06.management.setBootDevice site", "07.power.setPower site",
+	want := []string{"01.cache.ensureImage site", "02.acme.render control-plane", "03.media.insert site", "04.acme.wait control-plane", "05.boot.setEntry site", "06.management.setBootDevice site", "07.power.setPower site",
 		"08.deploy.image ramdisk", "09.boot.setEntry site", "10.management.setBootDevice site", "11.boot.kexec ramdisk"}
 	if diff := cmp.Diff(want, steps); diff != "" {
 		t.Errorf("command records (-want +got):\n%s", diff)

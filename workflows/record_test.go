@@ -72,7 +72,7 @@ func TestRecordHistories(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	dataDir := t.TempDir()
-	d, err := demo.Start(ctx, demo.Config{Machines: 6, DataDir: dataDir, Listen: "127.0.0.1:0",
+	d, err := demo.Start(ctx, demo.Config{Machines: 7, DataDir: dataDir, Listen: "127.0.0.1:0",
 		TemporalListen: "127.0.0.1:0", UIListen: "off", AgentsListen: "127.0.0.1:0", ImageSize: 8 << 20,
 		BMCPassword: recordPassword, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -94,6 +94,7 @@ func TestRecordHistories(t *testing.T) {
 		{"userdata", func(ctx context.Context, t *testing.T, r *recorder) { recordUserData(ctx, t, r, ms[5]) }},
 		{"restart", recordRamdiskRestart},
 		{"kexecgone", recordKexecGone},
+		{"refused", func(ctx context.Context, t *testing.T, r *recorder) { recordRefused(ctx, t, r, ms[6]) }},
 	}
 	only := strings.Split(os.Getenv("RECORD"), ",")
 	t.Run("scenarios", func(t *testing.T) {
@@ -473,6 +474,39 @@ func recordUserData(ctx context.Context, t *testing.T, r *recorder, m emulate.Ma
 		secretValue{"the user data's join token", []byte(tok[1])},
 		secretValue{"the user-data template", []byte("record-userdata-template")},
 		secretValue{"the rendered user data", []byte(rendered)})
+}
+
+// recordRefused: a deploy whose image's source answers 404, refused
+// before the node moves (the error recorded on the node, which stays
+// ready), then the demo profile's deploy, its image pinned at the site
+// before the node moves.
+func recordRefused(ctx context.Context, t *testing.T, r *recorder, m emulate.MachineInfo) {
+	_, id := r.enroll(ctx, t, m, recordPassword)
+	r.wait(ctx, t, id, "ready")
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	im, err := r.d.API.Images.Register(ctx, connect.NewRequest(&v1.RegisterImageRequest{Name: "record-typo-os",
+		Source: srv.URL + "/typo.img", Digest: "sha256:" + strings.Repeat("ab", 32), Format: "raw", Compression: "none", Size: 8 << 20}))
+	if err != nil {
+		t.Fatalf("images.register = %v", err)
+	}
+	with, _ := structpb.NewStruct(map[string]any{"image": im.Msg.Image.Id})
+	if _, err := r.d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
+		Id: "record-typo-os", Version: 1, Target: "metal", Role: "host",
+		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "boot.kexec"}}}})); err != nil {
+		t.Fatalf("profiles.create = %v", err)
+	}
+	res, err := r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: "record-typo-os", ProfileVersion: 1}))
+	if err != nil {
+		t.Fatalf("metal.deploy record-typo-os = %v", err)
+	}
+	r.keep(ctx, t, "deploy-refused.json", res.Msg.WorkflowId, res.Msg.RunId)
+	if n := r.wait(ctx, t, id, "ready"); !strings.Contains(n.LastError, "which stays ready") {
+		t.Fatalf("node %s after the refused deploy: %q, want the refusal", id, n.LastError)
+	}
+	r.verb(ctx, t, "deploy-pinned-first.json", id, "deployed", func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) {
+		return r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: r.d.Profile, ProfileVersion: 1}))
+	})
 }
 
 // seedUserData reads user-data from the cidata partition of the machine's

@@ -149,6 +149,13 @@ var replayed = []replay{
 	// 985248c (d6a2421^, a 2-minute bound there) the deploy fails there.
 	{"deploy-kexecgone.json", wf.Deploy, 16, completed, []string{bmcStatus, kexecGone}},
 	{"deploy-kexecgone-pre-kexecgone.json", wf.Deploy, 14, failed, bs},
+	// command-log-behind's version 2 (refusalsRecorded): a deploy whose
+	// image's source answers 404, refused before the node moves (the error
+	// recorded on the node), and the next deploy of the node, its image
+	// pinned before the node moves; both recorded with the change. Every
+	// deploy above, recorded at version 1 or before, moved the node first.
+	{"deploy-refused.json", wf.Deploy, 5, failed, []string{behind}},
+	{"deploy-pinned-first.json", wf.Deploy, 15, completed, []string{behind}},
 }
 
 // TestReplay replays each recorded history (record_test.go: from the demo,

@@ -41,11 +41,14 @@ type run struct {
 	// anything else.
 	outcome       *kinds.CommandRecord
 	mergedRecords bool // commandRecordsMerged's version is 1
-	// behind: commandLogBehind's version is 1. The run hands its records
+	// behind: commandLogBehind's version is 1 or more. The run hands its records
 	// to the command log's writer (command.queue) and keeps queued, the
 	// commands it queued since its last flush as they ended, for flush.
 	behind bool
 	queued []kinds.CommandRecord
+	// refuses: commandLogBehind's version is refusalsRecorded (refused;
+	// DeployWorkflow pins its images before the node moves).
+	refuses bool
 }
 
 // commandRecordsMerged is the workflow.GetVersion change id of recording a
@@ -60,9 +63,18 @@ const commandRecordsMerged = "command-records-merged"
 // It implies commandRecordsMerged, which a run of it does not ask.
 const commandLogBehind = "command-log-behind"
 
+// refusalsRecorded is commandLogBehind's version from which a verb that
+// fails before it moved the node records why on the node (refused), and a
+// deploy pins its plan's images at the site before the node moves. It
+// rides on commandLogBehind's marker, which every run records anyway, as
+// its second version: a change id of its own would cost each run a marker
+// and a search-attribute upsert more.
+const refusalsRecorded = 2
+
 func newRun(ctx workflow.Context, in Input) (*run, error) {
 	r := &run{ctx: ctx, in: in, info: workflow.GetInfo(ctx)}
-	r.behind = workflow.GetVersion(ctx, commandLogBehind, workflow.DefaultVersion, 1) == 1
+	rev := workflow.GetVersion(ctx, commandLogBehind, workflow.DefaultVersion, refusalsRecorded)
+	r.behind, r.refuses = rev >= 1, rev >= refusalsRecorded
 	r.mergedRecords = r.behind || workflow.GetVersion(ctx, commandRecordsMerged, workflow.DefaultVersion, 1) == 1
 	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetNode,
 		kinds.NodeRef{TenantID: in.TenantID, NodeID: in.NodeID}).Get(ctx, &r.node); err != nil {
@@ -111,27 +123,51 @@ func (r *run) moveWith(to nodestate.State, exception string) error {
 }
 
 // fail moves the node to failed from the active state it is in, with the
-// error, even when the workflow was cancelled (metal.abort).
+// error, even when the workflow was cancelled (metal.abort); refused
+// handles a node the verb did not move.
 func (r *run) fail(cause error) {
 	r.flush()
-	if !r.state.Active() {
-		return
-	}
-	ctx, cancel := workflow.NewDisconnectedContext(r.ctx)
-	defer cancel()
-	msg := lastError(cause)
-	if temporal.IsCanceledError(cause) {
-		msg = "aborted"
-	}
 	in := kinds.TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: nodestate.Failed,
-		Error: msg, Maintenance: kindOf(cause) == errs.UnverifiedWipe}
-	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 20}}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), kinds.ActTransition, in).Get(ctx, nil); err != nil {
+		Error: endError(cause), Maintenance: kindOf(cause) == errs.UnverifiedWipe}
+	if err := r.atEnd(kinds.ActTransition, in); err != nil {
 		workflow.GetLogger(r.ctx).Error("could not mark the node failed", "node", r.in.NodeID, "err", err)
 		return
 	}
 	r.state = nodestate.Failed
+}
+
+// refused shows on the node, which verb v left in its resting state, why
+// the verb failed there (a deploy whose image its site cannot fetch), so
+// the node says it and metal wait stops waiting; even when the workflow
+// was cancelled (metal.abort). Runs from before refusalsRecorded did not.
+func (r *run) refused(v nodestate.Verb, cause error) {
+	r.flush()
+	if !r.refuses {
+		return
+	}
+	in := kinds.RefusalInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, State: r.state,
+		Error: fmt.Sprintf("%s failed before it moved the node, which stays %s: %s", v, r.state, endError(cause))}
+	if err := r.atEnd(kinds.ActRecordRefusal, in); err != nil {
+		workflow.GetLogger(r.ctx).Error("could not record the refusal on the node", "node", r.in.NodeID, "err", err)
+	}
+}
+
+// endError is what the node shows of the error that ended its verb.
+func endError(cause error) string {
+	if temporal.IsCanceledError(cause) {
+		return "aborted"
+	}
+	return lastError(cause)
+}
+
+// atEnd runs the control-plane activity name that records how the verb
+// ended, even in a cancelled run.
+func (r *run) atEnd(name string, in any) error {
+	ctx, cancel := workflow.NewDisconnectedContext(r.ctx)
+	defer cancel()
+	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 20}}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), name, in).Get(ctx, nil)
 }
 
 // lastError is the one line a failed node shows: what the failing step's

@@ -34,7 +34,11 @@ func verb(ctx workflow.Context, in Input, v nodestate.Verb, body func(r *run) (*
 			if temporal.IsCanceledError(err) {
 				cause = r.leaveSafe(cause)
 			}
-			r.fail(cause)
+			if r.state.Active() {
+				r.fail(cause)
+			} else {
+				r.refused(v, cause)
+			}
 			res.State = r.state
 		}
 	}()

@@ -101,7 +101,7 @@ func TestDeployRunsTheProfile(t *testing.T) {
 	if err != nil || res.State != nodestate.Deployed {
 		t.Fatalf("Deploy = %+v, %v; want deployed", res, err)
 	}
-	wantCalls := []string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActTransition, kinds.ActGetImage, kinds.CacheEnsureImage,
+	wantCalls := []string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActGetImage, kinds.CacheEnsureImage, kinds.ActTransition,
 		kinds.ActIssueDiscovery, kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.PowerSetPower, kinds.DeployImage,
 		kinds.BootSetEntry, kinds.ManagementSetBootDevice, kinds.BootKexec, kinds.ActRecordDeployment, kinds.ActTransition}
 	if diff := cmp.Diff(wantCalls, f.calls); diff != "" {
@@ -151,6 +151,7 @@ func TestVerbOutcomes(t *testing.T) {
 		failedFrom  nodestate.State
 		maintenance bool
 		wantCalls   []string // nil: not checked
+		refused     bool     // failed before it moved the node: node.recordRefusal says why
 	}{
 		{name: "unattested wipe fails the release into maintenance", agent: "bcd", state: nodestate.Deployed,
 			verb: wf.Undeploy, in: wf.Input{Wipe: "quick"},
@@ -159,7 +160,7 @@ func TestVerbOutcomes(t *testing.T) {
 			failedFrom: nodestate.Releasing, maintenance: true},
 		{name: "wipe none without allowUnverifiedRelease is refused before anything moves", agent: "bcd", state: nodestate.Deployed,
 			verb: wf.Undeploy, in: wf.Input{Wipe: "none"}, wantKind: errs.UnverifiedWipe, wantMsg: "allowUnverifiedRelease",
-			wantState: nodestate.Deployed, wantCalls: []string{kinds.ActGetNode}},
+			wantState: nodestate.Deployed, wantCalls: []string{kinds.ActGetNode, kinds.ActRecordRefusal}, refused: true},
 		{name: "a ramdisk boot that stalls is tried again", agent: "bcd", state: nodestate.Manageable, verb: wf.Provide,
 			edit: func(f *fake) {
 				f.fail[kinds.InventoryRefresh] = errs.New(errs.BootStalled, "stopped at \"armed\"")
@@ -210,12 +211,25 @@ func TestVerbOutcomes(t *testing.T) {
 			in:       wf.Input{ProfileID: "os", ProfileVersion: 1},
 			edit:     func(f *fake) { f.profile.Steps = []kinds.ProfileStep{{Use: "ansible.run"}} },
 			wantKind: errs.InvalidInput, wantMsg: `unknown step "ansible.run"`, wantState: nodestate.Ready,
-			wantCalls: []string{kinds.ActGetNode, kinds.ActGetProfile}},
+			wantCalls: []string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActRecordRefusal}, refused: true},
+		{name: "deploy whose image source is gone is refused before the node moves", agent: "bcd", state: nodestate.Ready, verb: wf.Deploy,
+			in: wf.Input{ProfileID: "os", ProfileVersion: 1},
+			edit: func(f *fake) {
+				f.fail[kinds.CacheEnsureImage] = errs.New(errs.InvalidInput, "image img_1's source http://mirror/x.img answered HTTP 404 Not Found")
+			},
+			wantKind: errs.InvalidInput, wantMsg: "INVALID_INPUT: image img_1's source", wantState: nodestate.Ready,
+			wantCalls: []string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActGetImage, kinds.CacheEnsureImage, kinds.ActRecordRefusal}, refused: true},
+		{name: "deploy whose image source does not answer is refused once its tries run out", agent: "bcd", state: nodestate.Ready, verb: wf.Deploy,
+			in: wf.Input{ProfileID: "os", ProfileVersion: 1},
+			edit: func(f *fake) {
+				f.fail[kinds.CacheEnsureImage] = errs.New(errs.DriverError, "cannot fetch image img_1 from http://mirror/x.img: connection refused")
+			},
+			wantKind: errs.DriverError, wantMsg: "connection refused", wantState: nodestate.Ready, refused: true},
 		{name: "boot.kexec before deploy.image", agent: "bcd", state: nodestate.Ready, verb: wf.Deploy,
 			in:       wf.Input{ProfileID: "os", ProfileVersion: 1},
 			edit:     func(f *fake) { f.profile.Steps = []kinds.ProfileStep{{Use: kinds.BootKexec}} },
 			wantKind: errs.InvalidInput, wantMsg: "needs a deploy.image before it", wantState: nodestate.Ready,
-			wantCalls: []string{kinds.ActGetNode, kinds.ActGetProfile}},
+			wantCalls: []string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActRecordRefusal}, refused: true},
 		{name: "a verb from a state that does not allow it", agent: "bcd", state: nodestate.Ready, verb: wf.Undeploy,
 			in: wf.Input{Wipe: "quick"}, wantKind: errs.InvalidState, wantMsg: "this node is ready", wantState: nodestate.Ready,
 			wantCalls: []string{kinds.ActGetNode}},
@@ -257,6 +271,11 @@ func TestVerbOutcomes(t *testing.T) {
 				if last.From != tc.failedFrom || last.Maintenance != tc.maintenance || !strings.Contains(last.Error, tc.wantMsg) {
 					t.Errorf("move to failed = %+v, want from %s, maintenance %v, error mentioning %q", last, tc.failedFrom, tc.maintenance, tc.wantMsg)
 				}
+			}
+			// A verb that fails before it moves the node says why on the node.
+			if tc.refused && (len(f.refusals) != 1 || f.refusals[0].State != tc.wantState ||
+				!strings.Contains(f.refusals[0].Error, tc.wantMsg) || !strings.Contains(f.refusals[0].Error, "stays "+string(tc.wantState))) {
+				t.Errorf("%s recorded refusals %+v, want one on the %s node naming %q", tc.verb, f.refusals, tc.wantState, tc.wantMsg)
 			}
 			if tc.wantCalls != nil {
 				if diff := cmp.Diff(tc.wantCalls, f.calls); diff != "" {

@@ -52,6 +52,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	reg(kinds.ActTransition, a.Transition)
 	reg(kinds.ActRecordFacts, a.RecordFacts)
 	reg(kinds.ActRecordDeployment, a.RecordDeployment)
+	reg(kinds.ActRecordRefusal, a.RecordRefusal)
 	reg(kinds.ActIssueDiscovery, a.IssueDiscoveryToken)
 	reg(kinds.ActVerifyWipe, a.VerifyWipe)
 	reg(kinds.ActGetImage, a.GetImage)
@@ -106,6 +107,11 @@ func (a *Activities) RecordFacts(ctx context.Context, in kinds.FactsInput) error
 // RecordDeployment stores the profile the node runs.
 func (a *Activities) RecordDeployment(ctx context.Context, in kinds.DeploymentInput) error {
 	return errs.ToTemporal(a.Store.RecordDeployment(ctx, in.TenantID, in.NodeID, in.ProfileID, in.ProfileVersion, in.Role))
+}
+
+// RecordRefusal shows on a node the error of a verb that left it where it was.
+func (a *Activities) RecordRefusal(ctx context.Context, in kinds.RefusalInput) error {
+	return errs.ToTemporal(a.Store.RecordRefusal(ctx, in.TenantID, in.NodeID, in.State, in.Error))
 }
 
 // IssueDiscoveryToken makes a fresh single-use token for one ramdisk boot.
