@@ -70,7 +70,7 @@ func node(id, state string) *v1.Node {
 		n.FailedFrom, n.LastError, n.Maintenance = "deploying", "image digest mismatch", true
 	}
 	if refused {
-		n.LastError = "deploy failed before it moved the node, which stays " + state + ": cache.ensureImage: DRIVER_ERROR: connection refused"
+		n.LastError = "deploy failed and left the node " + state + ": cache.ensureImage: DRIVER_ERROR: connection refused"
 	}
 	return n
 }
@@ -386,7 +386,7 @@ func TestMetalWait(t *testing.T) {
 		// A deploy that failed before it moved the node: it stays ready.
 		{name: "refused", script: []string{"ready", "ready+refused"}, args: []string{"--state", "deployed", "--timeout", "5s"}, code: 1, stdout: "ready\n",
 			stderr: "node node_1 is ready; waiting for deployed\n" +
-				"error: node node_1: deploy failed before it moved the node, which stays ready: cache.ensureImage: DRIVER_ERROR: connection refused " +
+				"error: node node_1: deploy failed and left the node ready: cache.ensureImage: DRIVER_ERROR: connection refused " +
 				"(see `commands list --node node_1`)\n",
 			gets: 2, atLeast: time.Second, atMost: 3 * time.Second},
 		{name: "waiting for the refused node's state", script: []string{"ready+refused"}, args: []string{"--state", "ready"}, stdout: "ready\n",

@@ -22,7 +22,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/zstd"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/demo"
@@ -135,18 +134,8 @@ func registerSite(ctx context.Context, t testing.TB, api *demo.Client, dir strin
 		t.Fatalf("pools.create = %v", err)
 	}
 	fx.PoolID = p.Msg.Pool.Id
-	im, err := api.Images.Register(ctx, connect.NewRequest(&v1.RegisterImageRequest{Name: "crash-os", Source: img.URL,
-		Digest: img.Digest, Format: "raw", Compression: "zstd", Size: img.Size}))
-	if err != nil {
-		t.Fatalf("images.register = %v", err)
-	}
-	fx.ImageID = im.Msg.Image.Id
-	with, _ := structpb.NewStruct(map[string]any{"image": fx.ImageID})
-	if _, err := api.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
-		Id: crashProfile, Version: 1, Target: "metal", Role: "host",
-		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "boot.kexec"}}}})); err != nil {
-		t.Fatalf("profiles.create = %v", err)
-	}
+	fx.ImageID = imageProfile(ctx, t, api, crashProfile, &v1.RegisterImageRequest{Name: "crash-os", Source: img.URL,
+		Digest: img.Digest, Format: "raw", Compression: "zstd", Size: img.Size}, nil)
 	return fx
 }
 

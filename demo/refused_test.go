@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 )
@@ -32,29 +31,20 @@ func TestDeployOfAnImageTheSiteCannotFetchIsRefused(t *testing.T) {
 	}
 	src := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(src.Close)
-	im, err := d.API.Images.Register(ctx, connect.NewRequest(&v1.RegisterImageRequest{Name: "typo-os", Source: src.URL + "/tpyo.img",
-		Digest: "sha256:" + strings.Repeat("ab", 32), Format: "raw", Compression: "none", Size: 8 << 20}))
-	if err != nil {
-		t.Fatalf("images.register = %v", err)
-	}
-	with, _ := structpb.NewStruct(map[string]any{"image": im.Msg.Image.Id})
-	if _, err := d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
-		Id: "typo-os", Version: 1, Target: "metal", Role: "host",
-		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "boot.kexec"}}}})); err != nil {
-		t.Fatalf("profiles.create = %v", err)
-	}
+	image := imageProfile(ctx, t, d.API, "typo-os", &v1.RegisterImageRequest{Name: "typo-os", Source: src.URL + "/tpyo.img",
+		Digest: "sha256:" + strings.Repeat("ab", 32), Format: "raw", Compression: "none", Size: 8 << 20}, nil)
 	var dep v1.VerbResponse
 	runCLI(t, d, 0, &dep, "metal", "deploy", id, "--profile", "typo-os", "--profile-version", "1", "-o", "json")
 	began := time.Now()
 	stderr := runCLI(t, d, 1, nil, "metal", "wait", id, "--state", "deployed", "--timeout", "2m")
 	t.Logf("metal wait, %.1fs: %s", time.Since(began).Seconds(), stderr)
-	want := "error: node " + id + ": deploy failed before it moved the node, which stays ready: cache.ensureImage: INVALID_INPUT: image " +
-		im.Msg.Image.Id + "'s source " + src.URL + "/tpyo.img answered HTTP 404 Not Found"
+	want := "error: node " + id + ": deploy failed and left the node ready: cache.ensureImage: INVALID_INPUT: image " +
+		image + "'s source " + src.URL + "/tpyo.img answered HTTP 404 Not Found"
 	if !strings.Contains(stderr, want) {
 		t.Errorf("metal wait said %q, want %q…", stderr, want)
 	}
 	n := node(t, d, id)
-	if n.State != "ready" || !strings.HasPrefix(n.LastError, "deploy failed before it moved the node") {
+	if n.State != "ready" || !strings.HasPrefix(n.LastError, "deploy failed and left the node ready: ") {
 		t.Errorf("node after the refused deploy = %s (%q), want ready with the refusal", n.State, n.LastError)
 	}
 	// The refused deploy sent only the image's fetch: no BMC or ramdisk command.

@@ -18,7 +18,6 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/ramdisk/disk"
@@ -49,17 +48,9 @@ func TestDeployUserData(t *testing.T) {
 	raw := disk.GPTImage(16384, 2048, 16384-34) // an 8 MiB GPT image, as a cloud image
 	img := serveRaw(t, raw)
 	sum := sha256.Sum256(raw)
-	im, err := d.API.Images.Register(ctx, connect.NewRequest(&v1.RegisterImageRequest{Name: "gpt-os", Source: img,
-		Digest: "sha256:" + hex.EncodeToString(sum[:]), Format: "raw", Compression: "none", Size: int64(len(raw))}))
-	if err != nil {
-		t.Fatalf("images.register = %v", err)
-	}
-	with, _ := structpb.NewStruct(map[string]any{"image": im.Msg.Image.Id, "userDataRef": "secret://root/ud"})
-	if _, err := d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
-		Id: "ud-os", Version: 1, Target: "metal", Role: "host",
-		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "boot.kexec"}}}})); err != nil {
-		t.Fatalf("profiles.create = %v", err)
-	}
+	imageProfile(ctx, t, d.API, "ud-os", &v1.RegisterImageRequest{Name: "gpt-os", Source: img,
+		Digest: "sha256:" + hex.EncodeToString(sum[:]), Format: "raw", Compression: "none", Size: int64(len(raw))},
+		map[string]any{"userDataRef": "secret://root/ud"})
 	m := d.Rack.Machines()[0]
 	id, err := d.Enroll(ctx, m)
 	if err != nil {

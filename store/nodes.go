@@ -291,12 +291,14 @@ func (s *Store) RecordDeployment(ctx context.Context, tenantID, id, profileID st
 }
 
 // RecordRefusal sets the error of a node that a verb left where it was
-// (state): its workflow failed before it moved the node, so the node shows
+// (state): its workflow failed without moving the node, so the node shows
 // why, and metal wait stops waiting. An empty msg clears it (metal.* does as
-// it starts a verb). A node no longer in state is left alone: a move after
-// the refusal cleared its error already.
+// it starts a verb), leaving updated_at, which says when the node last
+// changed for the API's settled. A node no longer in state is left alone:
+// a move after the refusal cleared its error already.
 func (s *Store) RecordRefusal(ctx context.Context, tenantID, id string, state nodestate.State, msg string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE metal_nodes SET last_error = $4, updated_at = now()
+	_, err := s.pool.Exec(ctx, `UPDATE metal_nodes SET last_error = $4,
+		updated_at = CASE WHEN $4 = '' THEN updated_at ELSE now() END
 		WHERE tenant_id = $1 AND id = $2 AND state = $3 AND state NOT IN ('failed', 'retired')`,
 		tenantID, id, state, storableText(msg))
 	return dbError("store.RecordRefusal", err)

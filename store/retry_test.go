@@ -60,7 +60,7 @@ func TestRecordRefusal(t *testing.T) {
 		}
 		return got.LastError
 	}
-	const why = "inspect failed before it moved the node, which stays inspecting: x"
+	const why = "inspect failed and left the node inspecting: x"
 	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Ready, why); err != nil || lastError() != "" {
 		t.Errorf("RecordRefusal(not in that state) = %v, error %q; want nil, nothing set", err, lastError())
 	}
@@ -70,8 +70,14 @@ func TestRecordRefusal(t *testing.T) {
 	if err := s.RecordRefusal(ctx, "b", n.ID, nodestate.Inspecting, ""); err != nil || lastError() != why {
 		t.Errorf("RecordRefusal(another tenant) = %v, error %q; want it kept", err, lastError())
 	}
+	before, _ := s.GetNode(ctx, "a", n.ID)
 	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Inspecting, ""); err != nil || lastError() != "" {
 		t.Errorf("RecordRefusal(\"\") = %v, error %q; want it cleared", err, lastError())
+	}
+	// Clearing is not a change of the node's: the API's settled reads
+	// updated_at after a workflow's start as the workflow's own move.
+	if after, _ := s.GetNode(ctx, "a", n.ID); !after.UpdatedAt.Equal(before.UpdatedAt) {
+		t.Errorf("clearing the refusal moved updated_at from %s to %s, want it kept", before.UpdatedAt, after.UpdatedAt)
 	}
 	move(t, s, n.ID, nodestate.Inspecting, nodestate.Failed, store.TransitionInfo{Error: "BOOT_STALLED: 3 boots"})
 	for _, msg := range []string{"", why} {

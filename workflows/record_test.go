@@ -21,6 +21,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -448,18 +449,9 @@ func recordUserData(ctx context.Context, t *testing.T, r *recorder, m emulate.Ma
 	}))
 	defer srv.Close()
 	sum := sha256.Sum256(raw)
-	im, err := r.d.API.Images.Register(ctx, connect.NewRequest(&v1.RegisterImageRequest{Name: "record-gpt-os",
+	r.imageProfile(ctx, t, "record-ud-os", &v1.RegisterImageRequest{Name: "record-gpt-os",
 		Source: srv.URL + "/os.raw", Digest: "sha256:" + hex.EncodeToString(sum[:]), Format: "raw", Compression: "none",
-		Size: int64(len(raw))}))
-	if err != nil {
-		t.Fatalf("images.register = %v", err)
-	}
-	with, _ := structpb.NewStruct(map[string]any{"image": im.Msg.Image.Id, "userDataRef": "secret://root/record-ud"})
-	if _, err := r.d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
-		Id: "record-ud-os", Version: 1, Target: "metal", Role: "host",
-		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "boot.kexec"}}}})); err != nil {
-		t.Fatalf("profiles.create = %v", err)
-	}
+		Size: int64(len(raw))}, map[string]any{"userDataRef": "secret://root/record-ud"})
 	res, err := r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: "record-ud-os", ProfileVersion: 1}))
 	if err != nil {
 		t.Fatalf("metal.deploy record-ud-os = %v", err)
@@ -485,28 +477,41 @@ func recordRefused(ctx context.Context, t *testing.T, r *recorder, m emulate.Mac
 	r.wait(ctx, t, id, "ready")
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
-	im, err := r.d.API.Images.Register(ctx, connect.NewRequest(&v1.RegisterImageRequest{Name: "record-typo-os",
-		Source: srv.URL + "/typo.img", Digest: "sha256:" + strings.Repeat("ab", 32), Format: "raw", Compression: "none", Size: 8 << 20}))
-	if err != nil {
-		t.Fatalf("images.register = %v", err)
-	}
-	with, _ := structpb.NewStruct(map[string]any{"image": im.Msg.Image.Id})
-	if _, err := r.d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
-		Id: "record-typo-os", Version: 1, Target: "metal", Role: "host",
-		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "boot.kexec"}}}})); err != nil {
-		t.Fatalf("profiles.create = %v", err)
-	}
+	r.imageProfile(ctx, t, "record-typo-os", &v1.RegisterImageRequest{Name: "record-typo-os",
+		Source: srv.URL + "/typo.img", Digest: "sha256:" + strings.Repeat("ab", 32), Format: "raw", Compression: "none", Size: 8 << 20}, nil)
 	res, err := r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: "record-typo-os", ProfileVersion: 1}))
 	if err != nil {
 		t.Fatalf("metal.deploy record-typo-os = %v", err)
 	}
 	r.keep(ctx, t, "deploy-refused.json", res.Msg.WorkflowId, res.Msg.RunId)
-	if n := r.wait(ctx, t, id, "ready"); !strings.Contains(n.LastError, "which stays ready") {
+	if n := r.wait(ctx, t, id, "ready"); !strings.Contains(n.LastError, "left the node ready") {
 		t.Fatalf("node %s after the refused deploy: %q, want the refusal", id, n.LastError)
 	}
 	r.verb(ctx, t, "deploy-pinned-first.json", id, "deployed", func(ctx context.Context) (*connect.Response[v1.VerbResponse], error) {
 		return r.d.API.Metal.Deploy(ctx, connect.NewRequest(&v1.DeployRequest{NodeId: id, Profile: r.d.Profile, ProfileVersion: 1}))
 	})
+}
+
+// imageProfile registers img in the catalog and creates profile id,
+// version 1, that deploys it (deploy.image with the image and with's
+// inputs, then boot.kexec).
+func (r *recorder) imageProfile(ctx context.Context, t *testing.T, id string, img *v1.RegisterImageRequest, with map[string]any) {
+	t.Helper()
+	im, err := r.d.API.Images.Register(ctx, connect.NewRequest(img))
+	if err != nil {
+		t.Fatalf("images.register %s = %v", img.Name, err)
+	}
+	in := map[string]any{"image": im.Msg.Image.Id}
+	maps.Copy(in, with)
+	w, err := structpb.NewStruct(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
+		Id: id, Version: 1, Target: "metal", Role: "host",
+		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: w}, {Use: "boot.kexec"}}}})); err != nil {
+		t.Fatalf("profiles.create %s = %v", id, err)
+	}
 }
 
 // seedUserData reads user-data from the cidata partition of the machine's

@@ -146,7 +146,7 @@ func (r *run) refused(v nodestate.Verb, cause error) {
 		return
 	}
 	in := kinds.RefusalInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, State: r.state,
-		Error: fmt.Sprintf("%s failed before it moved the node, which stays %s: %s", v, r.state, endError(cause))}
+		Error: fmt.Sprintf("%s failed and left the node %s: %s", v, r.state, endError(cause))}
 	if err := r.atEnd(kinds.ActRecordRefusal, in); err != nil {
 		workflow.GetLogger(r.ctx).Error("could not record the refusal on the node", "node", r.in.NodeID, "err", err)
 	}

@@ -274,7 +274,7 @@ func TestVerbOutcomes(t *testing.T) {
 			}
 			// A verb that fails before it moves the node says why on the node.
 			if tc.refused && (len(f.refusals) != 1 || f.refusals[0].State != tc.wantState ||
-				!strings.Contains(f.refusals[0].Error, tc.wantMsg) || !strings.Contains(f.refusals[0].Error, "stays "+string(tc.wantState))) {
+				!strings.Contains(f.refusals[0].Error, tc.wantMsg) || !strings.Contains(f.refusals[0].Error, "left the node "+string(tc.wantState))) {
 				t.Errorf("%s recorded refusals %+v, want one on the %s node naming %q", tc.verb, f.refusals, tc.wantState, tc.wantMsg)
 			}
 			if tc.wantCalls != nil {

@@ -337,10 +337,10 @@ type Node struct {
 	ProfileId         string                 `protobuf:"bytes,17,opt,name=profile_id,json=profileId,proto3" json:"profile_id,omitempty"`
 	ProfileVersion    int32                  `protobuf:"varint,18,opt,name=profile_version,json=profileVersion,proto3" json:"profile_version,omitempty"`
 	// Why the node failed (state failed), or why the last verb started on it
-	// failed before it moved the node, which stayed where it was (a deploy
-	// whose image its site cannot fetch: "deploy failed before it moved the
-	// node, which stays ready: …"); cleared when the node moves or a verb
-	// starts on it.
+	// failed without moving it, so it rests where it was ("deploy failed and
+	// left the node ready: cache.ensureImage: …", an image its site cannot
+	// fetch; "power failed and left the node deployed: …"); cleared when the
+	// node moves or a verb starts on it.
 	LastError string                 `protobuf:"bytes,19,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	Inventory *structpb.Struct       `protobuf:"bytes,20,opt,name=inventory,proto3" json:"inventory,omitempty"`
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
