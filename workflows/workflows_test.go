@@ -330,6 +330,31 @@ func TestAbortFailsTheNodeWithTheReason(t *testing.T) {
 	}
 }
 
+// TestAbortWhileTheImageIsFetched: metal.abort while the deploy pins its
+// image at the site, before the node moved, leaves the node ready with the
+// reason, and sends the machine nothing: it was never touched.
+func TestAbortWhileTheImageIsFetched(t *testing.T) {
+	f := newFake("bcd", nodestate.Ready)
+	_, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1}, func(env *testsuite.TestWorkflowEnvironment) {
+		env.OnActivity(kinds.CacheEnsureImage, mock.Anything, mock.Anything).After(time.Hour).Return(kinds.EnsureImageOutput{}, nil)
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(wf.AbortSignal, "wrong image")
+			env.CancelWorkflow()
+		}, time.Minute)
+	})
+	if !temporal.IsCanceledError(err) {
+		t.Fatalf("aborted Deploy = %v, want a cancellation", err)
+	}
+	want := []kinds.RefusalInput{{TenantID: "acme", NodeID: "node_1", State: nodestate.Ready,
+		Error: "deploy failed and left the node ready: aborted: wrong image"}}
+	if diff := cmp.Diff(want, f.refusals); diff != "" || f.node.State != nodestate.Ready || len(f.transitions) != 0 {
+		t.Errorf("after the abort the node is %s, moves %s, refusals (-want +got):\n%s", f.node.State, moves(f.transitions), diff)
+	}
+	if diff := cmp.Diff([]string{kinds.ActGetNode, kinds.ActGetProfile, kinds.ActGetImage, kinds.ActRecordRefusal}, f.calls); diff != "" {
+		t.Errorf("activities (-want +got):\n%s", diff)
+	}
+}
+
 // TestLastErrorIsOneCleanLine: a failed node's lastError, and the failed
 // command's error in the command log, are the failing step's kind and
 // message, one line an operator can act on, without Temporal's wrapping
