@@ -49,7 +49,7 @@ func (s metal) List(ctx context.Context, r *connect.Request[v1.ListNodesRequest]
 	if err != nil {
 		return nil, err
 	}
-	progress := s.listProgress(ctx, list)
+	progress := s.listProgress(ctx, t, list)
 	return connect.NewResponse(&v1.ListNodesResponse{Items: mapSlice(list, func(n store.Node) *v1.Node {
 		out := withWait(nodeOut(n), waits[n.ID])
 		out.Progress = progress[n.ID]

@@ -10,6 +10,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/better-compute/better-compute/codec"
@@ -117,16 +118,19 @@ func describePending(p pending) string {
 	return fmt.Sprintf("retrying (attempt %d): %s", p.attempt, strings.TrimPrefix(p.lastFailure, p.kind+": "))
 }
 
-// listProgress is nodeProgress for each active node of a list, read a few
-// at a time, so `metal list` shows a BMC that does not answer and a
-// command that is retrying too.
-func (s *Server) listProgress(ctx context.Context, nodes []store.Node) map[string]string {
+// listProgress is nodeProgress for each node of tenant's list a workflow
+// works on, read a few at a time, so `metal list` shows a BMC that does
+// not answer and a command that is retrying too: each active node, and
+// each resting node whose verb has not moved it yet (a deploy fetching its
+// image at the site), found in one visibility query (runningOn).
+func (s *Server) listProgress(ctx context.Context, tenant string, nodes []store.Node) map[string]string {
 	out := make(map[string]string, len(nodes))
+	busy := s.runningOn(ctx, tenant)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, listProgressReaders)
 	for _, n := range nodes {
-		if !n.State.Active() {
+		if !n.State.Active() && !busy[n.ID] {
 			continue
 		}
 		wg.Go(func() {
@@ -141,6 +145,30 @@ func (s *Server) listProgress(ctx context.Context, nodes []store.Node) map[strin
 	}
 	wg.Wait()
 	return out
+}
+
+// runningOn is the nodes of tenant a workflow runs on, as Temporal's
+// visibility lists them; nil when it cannot be read (progress is a view).
+func (s *Server) runningOn(ctx context.Context, tenant string) map[string]bool {
+	if s.temporal == nil {
+		return nil
+	}
+	query := fmt.Sprintf("TenantId = %s AND ExecutionStatus = 'Running'", quoteQuery(tenant))
+	out := map[string]bool{}
+	var token []byte
+	for {
+		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: s.namespace, Query: query, NextPageToken: token, PageSize: 1000})
+		if err != nil {
+			return out
+		}
+		for _, e := range resp.Executions {
+			out[workflowOut(e).NodeId] = true
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return out
+		}
+	}
 }
 
 // listProgressReaders bounds the workflow descriptions a list reads at once.

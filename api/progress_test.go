@@ -21,10 +21,20 @@ import (
 )
 
 // describing is a Temporal client that describes one workflow with the
-// pending activities given.
+// pending activities given, and whose visibility lists the running
+// workflows given (keeping the query).
 type describing struct {
 	client.Client
 	pending []*workflowpb.PendingActivityInfo
+	running []*workflowpb.WorkflowExecutionInfo
+	query   *string
+}
+
+func (d describing) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	if d.query != nil {
+		*d.query = req.Query
+	}
+	return &workflowservice.ListWorkflowExecutionsResponse{Executions: d.running}, nil
 }
 
 func (d describing) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
@@ -78,15 +88,30 @@ func TestNodeProgressShowsBMCAndRetries(t *testing.T) {
 }
 
 // TestListProgress: metal list shows what each active node's workflow
-// waits on, and nothing for a node at rest.
+// waits on, and a resting node's when visibility lists a workflow running
+// on it (a deploy fetching its image before the node moves); nothing for
+// a node at rest.
 func TestListProgress(t *testing.T) {
 	pa := &workflowpb.PendingActivityInfo{ActivityId: "02.bmc.inspect", ActivityType: &commonpb.ActivityType{Name: kinds.BMCInspect},
 		State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 2, LastFailure: codec.NewFailureConverter(converter.GetDefaultDataConverter()).ErrorToFailure(
 			temporal.NewApplicationError("bmc.inspect: DRIVER_ERROR: BMC 10.0.0.5:623 unreachable since 17:02:11Z: refused", "DRIVER_ERROR"))}
-	s := &Server{temporal: describing{pending: []*workflowpb.PendingActivityInfo{pa}}, dc: converter.GetDefaultDataConverter()}
-	got := s.listProgress(context.Background(), []store.Node{{ID: "node_1", State: nodestate.Enrolling}, {ID: "node_2", State: nodestate.Ready}})
-	want := map[string]string{"node_1": "bmc.inspect: retrying (attempt 2): DRIVER_ERROR: BMC 10.0.0.5:623 unreachable since 17:02:11Z: refused"}
+	node3, err := converter.GetDefaultDataConverter().ToPayload("node_3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var query string
+	s := &Server{temporal: describing{pending: []*workflowpb.PendingActivityInfo{pa}, query: &query,
+		running: []*workflowpb.WorkflowExecutionInfo{{SearchAttributes: &commonpb.SearchAttributes{
+			IndexedFields: map[string]*commonpb.Payload{"NodeId": node3}}}}},
+		dc: converter.GetDefaultDataConverter()}
+	got := s.listProgress(context.Background(), "acme", []store.Node{{ID: "node_1", State: nodestate.Enrolling}, {ID: "node_2", State: nodestate.Ready},
+		{ID: "node_3", State: nodestate.Ready}})
+	const retrying = "bmc.inspect: retrying (attempt 2): DRIVER_ERROR: BMC 10.0.0.5:623 unreachable since 17:02:11Z: refused"
+	want := map[string]string{"node_1": retrying, "node_3": retrying}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("listProgress() (-want +got):\n%s", diff)
+	}
+	if want := "TenantId = 'acme' AND ExecutionStatus = 'Running'"; query != want {
+		t.Errorf("listProgress asked visibility %q, want %q", query, want)
 	}
 }
