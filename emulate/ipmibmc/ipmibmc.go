@@ -282,10 +282,13 @@ func (b *BMC) Power() bmc.PowerState {
 }
 
 // IPMItool runs ipmitool over lanplus with cipher suite 3 against the BMC,
-// the password in its environment, and returns what it printed.
+// the password in its environment, and returns what it printed. It waits
+// 2 s for each answer and asks 3 times more: ipmi_sim runs its chassis
+// script for each power request, which a loaded machine can hold past 1 s
+// (ipmitool then said "Unable to set Chassis Power Control to Up/On").
 func (b *BMC) IPMItool(args ...string) (string, error) {
 	base := []string{"-I", "lanplus", "-C", "3", "-H", "127.0.0.1", "-p", strconv.Itoa(b.port), "-U", b.cfg.Username,
-		"-E", "-N", "1", "-R", "1"}
+		"-E", "-N", "2", "-R", "3"}
 	cmd := exec.Command("ipmitool", append(base, args...)...)
 	cmd.Env = append(os.Environ(), "IPMI_PASSWORD="+b.cfg.Password)
 	var out bytes.Buffer
