@@ -2,12 +2,16 @@ package demo
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/structpb"
 
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
 )
 
@@ -50,4 +54,26 @@ func NewClient(url, tokenFile string, more ...connect.ClientOption) (*Client, er
 		Commands:   bettercomputev1connect.NewCommandsServiceClient(hc, url, opts...),
 		Workflows:  bettercomputev1connect.NewWorkflowsServiceClient(hc, url, opts...),
 	}, nil
+}
+
+// ImageProfile registers img in the catalog and creates profile id,
+// version 1, that deploys it: deploy.image with the image and with's
+// inputs, then boot.kexec. It returns the image's id.
+func (c *Client) ImageProfile(ctx context.Context, id string, img *v1.RegisterImageRequest, with map[string]any) (string, error) {
+	im, err := c.Images.Register(ctx, connect.NewRequest(img))
+	if err != nil {
+		return "", fmt.Errorf("images.register %s: %w", img.Name, err)
+	}
+	in := map[string]any{"image": im.Msg.Image.Id}
+	maps.Copy(in, with)
+	w, err := structpb.NewStruct(in)
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
+		Id: id, Version: 1, Target: "metal", Role: "host",
+		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: w}, {Use: "boot.kexec"}}}})); err != nil {
+		return "", fmt.Errorf("profiles.create %s: %w", id, err)
+	}
+	return im.Msg.Image.Id, nil
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
@@ -100,27 +98,14 @@ func node(t *testing.T, d *demo.Demo, id string) *v1.Node {
 	return r.Msg.Node
 }
 
-// imageProfile registers img in the catalog and creates profile id,
-// version 1, that deploys it (deploy.image with the image and with's
-// inputs, then boot.kexec); it returns the image's id.
+// imageProfile is api.ImageProfile, failing t.
 func imageProfile(ctx context.Context, t testing.TB, api *demo.Client, id string, img *v1.RegisterImageRequest, with map[string]any) string {
 	t.Helper()
-	im, err := api.Images.Register(ctx, connect.NewRequest(img))
-	if err != nil {
-		t.Fatalf("images.register %s = %v", img.Name, err)
-	}
-	in := map[string]any{"image": im.Msg.Image.Id}
-	maps.Copy(in, with)
-	w, err := structpb.NewStruct(in)
+	image, err := api.ImageProfile(ctx, id, img, with)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
-		Id: id, Version: 1, Target: "metal", Role: "host",
-		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: w}, {Use: "boot.kexec"}}}})); err != nil {
-		t.Fatalf("profiles.create %s = %v", id, err)
-	}
-	return im.Msg.Image.Id
+	return image
 }
 
 func commands(t *testing.T, d *demo.Demo, id string) []*v1.Command {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/bmc"
@@ -63,17 +62,9 @@ func (d *Demo) register(ctx context.Context) error {
 	if d.Image, err = NewImageServer(d.cfg.ImageSize); err != nil {
 		return err
 	}
-	img, err := d.API.Images.Register(ctx, connect.NewRequest(&v1.RegisterImageRequest{Name: "demo-os", Source: d.Image.URL,
-		Digest: d.Image.Digest, Format: "raw", Compression: "zstd", Size: d.Image.Size}))
-	if err != nil {
-		return fmt.Errorf("images.register: %w", err)
-	}
-	d.ImageID = img.Msg.Image.Id
-	with, _ := structpb.NewStruct(map[string]any{"image": d.ImageID})
-	if _, err := d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
-		Id: DemoProfile, Version: 1, Target: "metal", Role: "host",
-		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: with}, {Use: "boot.kexec"}}}})); err != nil {
-		return fmt.Errorf("profiles.create: %w", err)
+	if d.ImageID, err = d.API.ImageProfile(ctx, DemoProfile, &v1.RegisterImageRequest{Name: "demo-os", Source: d.Image.URL,
+		Digest: d.Image.Digest, Format: "raw", Compression: "zstd", Size: d.Image.Size}, nil); err != nil {
+		return err
 	}
 	d.Profile = DemoProfile
 	d.say("pool %s, image %s (%d MiB, zstd %d KiB), profile %s v1 registered", d.PoolID, d.ImageID,

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -44,7 +43,6 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/proxy"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/api/gen/bettercompute/v1/bettercomputev1connect"
@@ -492,25 +490,11 @@ func recordRefused(ctx context.Context, t *testing.T, r *recorder, m emulate.Mac
 	})
 }
 
-// imageProfile registers img in the catalog and creates profile id,
-// version 1, that deploys it (deploy.image with the image and with's
-// inputs, then boot.kexec).
+// imageProfile is the demo API's ImageProfile, failing t.
 func (r *recorder) imageProfile(ctx context.Context, t *testing.T, id string, img *v1.RegisterImageRequest, with map[string]any) {
 	t.Helper()
-	im, err := r.d.API.Images.Register(ctx, connect.NewRequest(img))
-	if err != nil {
-		t.Fatalf("images.register %s = %v", img.Name, err)
-	}
-	in := map[string]any{"image": im.Msg.Image.Id}
-	maps.Copy(in, with)
-	w, err := structpb.NewStruct(in)
-	if err != nil {
+	if _, err := r.d.API.ImageProfile(ctx, id, img, with); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := r.d.API.Profiles.Create(ctx, connect.NewRequest(&v1.CreateProfileRequest{Profile: &v1.Profile{
-		Id: id, Version: 1, Target: "metal", Role: "host",
-		Steps: []*v1.ProfileStep{{Use: "deploy.image", With: w}, {Use: "boot.kexec"}}}})); err != nil {
-		t.Fatalf("profiles.create %s = %v", id, err)
 	}
 }
 

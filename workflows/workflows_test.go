@@ -294,14 +294,7 @@ func TestVerbOutcomes(t *testing.T) {
 // TestAbortFailsTheNodeWithTheReason: metal.abort signals the reason and
 // cancels; the workflow moves the node to failed from where it was.
 func TestAbortFailsTheNodeWithTheReason(t *testing.T) {
-	f := newFake("bcd", nodestate.Ready)
-	_, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1}, func(env *testsuite.TestWorkflowEnvironment) {
-		env.OnActivity(kinds.DeployImage, mock.Anything, mock.Anything).After(time.Hour).Return(kinds.Result{OK: true}, nil)
-		env.RegisterDelayedCallback(func() {
-			env.SignalWorkflow(wf.AbortSignal, "wrong image")
-			env.CancelWorkflow()
-		}, time.Minute)
-	})
+	f, err := abortDeployDuring(t, kinds.DeployImage, kinds.Result{OK: true})
 	if !temporal.IsCanceledError(err) {
 		t.Fatalf("aborted Deploy = %v, want a cancellation", err)
 	}
@@ -330,18 +323,25 @@ func TestAbortFailsTheNodeWithTheReason(t *testing.T) {
 	}
 }
 
-// TestAbortWhileTheImageIsFetched: metal.abort while the deploy pins its
-// image at the site, before the node moved, leaves the node ready with the
-// reason, and sends the machine nothing: it was never touched.
-func TestAbortWhileTheImageIsFetched(t *testing.T) {
+// abortDeployDuring deploys a ready node whose activity kind takes an hour
+// (then returning out), and aborts it a minute in: "wrong image".
+func abortDeployDuring(t *testing.T, kind string, out any) (*fake, error) {
 	f := newFake("bcd", nodestate.Ready)
 	_, err := run(t, f, wf.Deploy, wf.Input{ProfileID: "os", ProfileVersion: 1}, func(env *testsuite.TestWorkflowEnvironment) {
-		env.OnActivity(kinds.CacheEnsureImage, mock.Anything, mock.Anything).After(time.Hour).Return(kinds.EnsureImageOutput{}, nil)
+		env.OnActivity(kind, mock.Anything, mock.Anything).After(time.Hour).Return(out, nil)
 		env.RegisterDelayedCallback(func() {
 			env.SignalWorkflow(wf.AbortSignal, "wrong image")
 			env.CancelWorkflow()
 		}, time.Minute)
 	})
+	return f, err
+}
+
+// TestAbortWhileTheImageIsFetched: metal.abort while the deploy pins its
+// image at the site, before the node moved, leaves the node ready with the
+// reason, and sends the machine nothing: it was never touched.
+func TestAbortWhileTheImageIsFetched(t *testing.T) {
+	f, err := abortDeployDuring(t, kinds.CacheEnsureImage, kinds.EnsureImageOutput{})
 	if !temporal.IsCanceledError(err) {
 		t.Fatalf("aborted Deploy = %v, want a cancellation", err)
 	}
