@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
@@ -28,7 +29,16 @@ type pending struct {
 	// attempt, and the failure of the attempt before it ("" on the first).
 	attempt     int32
 	lastFailure string
+	// untaken: how long its first attempt has waited for a worker of queue
+	// to take it (0 once one did).
+	untaken time.Duration
+	queue   string
 }
+
+// untakenNotice is how long a command waits for a worker before its
+// progress says so: a site's commands are taken within milliseconds unless
+// its agent is down or every slot of it is busy.
+const untakenNotice = 15 * time.Second
 
 // pendingOf reads the node's running workflow's pending activities and the
 // progress each last heartbeated (decoded with the payload codec), by step.
@@ -50,6 +60,9 @@ func (s *Server) pendingOf(ctx context.Context, nodeID string) map[string]pendin
 		}
 		if hb := pa.GetHeartbeatDetails(); hb != nil {
 			_ = s.dc.FromPayloads(hb, &p.progress)
+		}
+		if pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED && pa.GetLastFailure() == nil && pa.GetScheduledTime() != nil {
+			p.untaken, p.queue = time.Since(pa.GetScheduledTime().AsTime()), pa.GetActivityOptions().GetTaskQueue().GetName()
 		}
 		out[p.step] = p
 	}
@@ -112,10 +125,24 @@ func nodeProgress(ps map[string]pending) string {
 // whose BMC does not answer shows it between attempts too.
 func describePending(p pending) string {
 	now := describeProgress(p.progress)
+	if now == "" && p.lastFailure == "" && p.untaken >= untakenNotice {
+		return fmt.Sprintf("no worker has taken it for %s (%s)", p.untaken.Round(time.Second), whoTakes(p.queue))
+	}
 	if p.lastFailure == "" || (p.running && now != "") {
 		return now
 	}
 	return fmt.Sprintf("retrying (attempt %d): %s", p.attempt, strings.TrimPrefix(p.lastFailure, p.kind+": "))
+}
+
+// whoTakes says which worker takes a command of task queue q.
+func whoTakes(q string) string {
+	switch site, ok := strings.CutPrefix(q, kinds.SiteTaskQueue("")); {
+	case ok:
+		return "is the agent of site " + site + ", bcd site, running and connected?"
+	case q == wf.ControlPlaneQueue:
+		return "is a control plane's worker, serve, running?"
+	}
+	return "task queue " + q
 }
 
 // listProgress is nodeProgress for each node of tenant's list a workflow

@@ -3,16 +3,20 @@ package api
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	activitypb "go.temporal.io/api/activity/v1"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/better-compute/better-compute/codec"
 	"github.com/better-compute/better-compute/kinds"
@@ -76,6 +80,11 @@ func TestNodeProgressShowsBMCAndRetries(t *testing.T) {
 			State: enumspb.PENDING_ACTIVITY_STATE_STARTED, Attempt: 2, LastFailure: failure("read error"),
 			HeartbeatDetails: beat(kinds.Progress{Bytes: 3 << 20, Total: 8 << 20})},
 			"deploy.image: 3 of 8 MiB"},
+		{"no worker takes it", untaken(kinds.CacheEnsureImage, "site/site_1", 20*time.Second),
+			"cache.ensureImage: no worker has taken it for 20s (is the agent of site site_1, bcd site, running and connected?)"},
+		{"no worker takes it yet", untaken(kinds.CacheEnsureImage, "site/site_1", 2*time.Second), ""},
+		{"no control-plane worker takes it", untaken(kinds.ActGetImage, "control-plane", 30*time.Second),
+			"image.get: no worker has taken it for 30s (is a control plane's worker, serve, running?)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +94,14 @@ func TestNodeProgressShowsBMCAndRetries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// untaken is a first attempt of kind on task queue q that no worker has
+// taken for ago.
+func untaken(kind, q string, ago time.Duration) *workflowpb.PendingActivityInfo {
+	return &workflowpb.PendingActivityInfo{ActivityId: "01." + kind, ActivityType: &commonpb.ActivityType{Name: kind},
+		State: enumspb.PENDING_ACTIVITY_STATE_SCHEDULED, Attempt: 1, ScheduledTime: timestamppb.New(time.Now().Add(-ago)),
+		ActivityOptions: &activitypb.ActivityOptions{TaskQueue: &taskqueuepb.TaskQueue{Name: q}}}
 }
 
 // TestListProgress: metal list shows what each active node's workflow

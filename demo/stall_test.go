@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
+	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
 	"github.com/better-compute/better-compute/demo"
 )
 
@@ -39,5 +42,19 @@ func TestPhaseStall(t *testing.T) {
 	}
 	if took > stall+30*time.Second {
 		t.Errorf("failed after %v, want soon after the %v window", took, stall)
+	}
+	// metal get says why, on the node the deploy has not moved yet: no
+	// worker of its site takes the command.
+	got := waitProgress(ctx, t, "no worker has taken it for", func() (string, error) {
+		r, err := d.API.Metal.Get(ctx, connect.NewRequest(&v1.GetNodeRequest{Id: node}))
+		if err != nil {
+			return "", err
+		}
+		return r.Msg.Node.Progress, nil
+	})
+	t.Logf("metal get %v after the deploy: %s", time.Since(start).Round(time.Millisecond), got)
+	if want := "(is the agent of site " + d.SiteID + ", bcd site, running and connected?)"; !strings.HasPrefix(got, "cache.ensureImage: ") ||
+		!strings.Contains(got, want) {
+		t.Errorf("metal get progress = %q, want cache.ensureImage … %s", got, want)
 	}
 }
