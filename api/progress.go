@@ -122,7 +122,8 @@ func nodeProgress(ps map[string]pending) string {
 // describePending says what a pending command does: its progress while an
 // attempt runs and reports some, else, when it is retrying, that it is and
 // why ("retrying (attempt 3): <the last attempt's error>"), so a node
-// whose BMC does not answer shows it between attempts too.
+// whose BMC does not answer shows it between attempts too; and, when no
+// worker has taken its first attempt for untakenNotice, whose it waits for.
 func describePending(p pending) string {
 	now := describeProgress(p.progress)
 	if now == "" && p.lastFailure == "" && p.untaken >= untakenNotice {
@@ -174,8 +175,8 @@ func (s *Server) listProgress(ctx context.Context, tenant string, nodes []store.
 	return out
 }
 
-// runningOn is the nodes of tenant a workflow runs on, as Temporal's
-// visibility lists them; nil when it cannot be read (progress is a view).
+// runningOn is the nodes of tenant a workflow runs on, as much as
+// Temporal's visibility lists of them (progress is a view, never an error).
 func (s *Server) runningOn(ctx context.Context, tenant string) map[string]bool {
 	if s.temporal == nil {
 		return nil
@@ -190,7 +191,7 @@ func (s *Server) runningOn(ctx context.Context, tenant string) map[string]bool {
 			return out
 		}
 		for _, e := range resp.Executions {
-			out[workflowOut(e).NodeId] = true
+			out[attrString(e.GetSearchAttributes().GetIndexedFields(), "NodeId")] = true
 		}
 		if token = resp.NextPageToken; len(token) == 0 {
 			return out
