@@ -193,7 +193,7 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 			return nil, err
 		}
 	}
-	if n.LastError != "" && !n.State.Active() && n.State != nodestate.Failed {
+	if n.LastError != "" && n.State.KeepsRefusal() {
 		// The error an earlier verb left on the node it refused (the
 		// node stayed where it was) is that verb's, not this one's.
 		if err := s.store.RecordRefusal(ctx, n.TenantID, n.ID, n.State, ""); err != nil {

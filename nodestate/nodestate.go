@@ -71,6 +71,14 @@ func (s State) Active() bool {
 	return false
 }
 
+// KeepsRefusal reports whether a node in s shows, as its last error, why
+// the last verb on it failed without moving it: a resting state but failed
+// (whose error is the failure's) and retired (whose error says what the
+// retire skipped).
+func (s State) KeepsRefusal() bool {
+	return !s.Active() && s != Failed && s != Retired
+}
+
 // CanTransition reports whether a node may move from one state to another.
 func CanTransition(from, to State) bool {
 	if to == Failed {

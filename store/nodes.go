@@ -297,9 +297,12 @@ func (s *Store) RecordDeployment(ctx context.Context, tenantID, id, profileID st
 // changed for the API's settled. A node no longer in state is left alone:
 // a move after the refusal cleared its error already.
 func (s *Store) RecordRefusal(ctx context.Context, tenantID, id string, state nodestate.State, msg string) error {
+	if !state.KeepsRefusal() {
+		return nil
+	}
 	_, err := s.pool.Exec(ctx, `UPDATE metal_nodes SET last_error = $4,
 		updated_at = CASE WHEN $4 = '' THEN updated_at ELSE now() END
-		WHERE tenant_id = $1 AND id = $2 AND state = $3 AND state NOT IN ('failed', 'retired')`,
+		WHERE tenant_id = $1 AND id = $2 AND state = $3`,
 		tenantID, id, state, storableText(msg))
 	return dbError("store.RecordRefusal", err)
 }

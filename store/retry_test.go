@@ -46,12 +46,12 @@ func TestUnfailRefail(t *testing.T) {
 
 // TestRecordRefusal: a verb that left its node where it was sets the
 // node's error there, compare-and-set on the state, and clears it with "";
-// neither touches a failed node's error.
+// neither touches an active node, nor a failed node's error.
 func TestRecordRefusal(t *testing.T) {
 	t.Parallel()
 	s, site := newSite(t)
 	ctx := t.Context()
-	n := newNodeIn(t, s, site, "bcd", store.PoolPolicy{}) // inspecting
+	n, run := wipedNode(t, s, site) // inspecting
 	lastError := func() string {
 		t.Helper()
 		got, err := s.GetNode(ctx, "a", n.ID)
@@ -60,18 +60,22 @@ func TestRecordRefusal(t *testing.T) {
 		}
 		return got.LastError
 	}
-	const why = "inspect failed and left the node inspecting: x"
-	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Ready, why); err != nil || lastError() != "" {
+	const why = "deploy failed and left the node ready: x"
+	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Inspecting, why); err != nil || lastError() != "" {
+		t.Errorf("RecordRefusal(an active node) = %v, error %q; want nil, nothing set", err, lastError())
+	}
+	move(t, s, n.ID, nodestate.Inspecting, nodestate.Ready, store.TransitionInfo{Run: run})
+	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Deployed, why); err != nil || lastError() != "" {
 		t.Errorf("RecordRefusal(not in that state) = %v, error %q; want nil, nothing set", err, lastError())
 	}
-	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Inspecting, why); err != nil || lastError() != why {
+	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Ready, why); err != nil || lastError() != why {
 		t.Errorf("RecordRefusal = %v, error %q; want %q", err, lastError(), why)
 	}
-	if err := s.RecordRefusal(ctx, "b", n.ID, nodestate.Inspecting, ""); err != nil || lastError() != why {
+	if err := s.RecordRefusal(ctx, "b", n.ID, nodestate.Ready, ""); err != nil || lastError() != why {
 		t.Errorf("RecordRefusal(another tenant) = %v, error %q; want it kept", err, lastError())
 	}
 	before, _ := s.GetNode(ctx, "a", n.ID)
-	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Inspecting, ""); err != nil || lastError() != "" {
+	if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Ready, ""); err != nil || lastError() != "" {
 		t.Errorf("RecordRefusal(\"\") = %v, error %q; want it cleared", err, lastError())
 	}
 	// Clearing is not a change of the node's: the API's settled reads
@@ -79,10 +83,14 @@ func TestRecordRefusal(t *testing.T) {
 	if after, _ := s.GetNode(ctx, "a", n.ID); !after.UpdatedAt.Equal(before.UpdatedAt) {
 		t.Errorf("clearing the refusal moved updated_at from %s to %s, want it kept", before.UpdatedAt, after.UpdatedAt)
 	}
-	move(t, s, n.ID, nodestate.Inspecting, nodestate.Failed, store.TransitionInfo{Error: "BOOT_STALLED: 3 boots"})
+	m := newNodeIn(t, s, site, "bcd", store.PoolPolicy{})
+	move(t, s, m.ID, nodestate.Inspecting, nodestate.Failed, store.TransitionInfo{Error: "BOOT_STALLED: 3 boots"})
 	for _, msg := range []string{"", why} {
-		if err := s.RecordRefusal(ctx, "a", n.ID, nodestate.Failed, msg); err != nil || lastError() != "BOOT_STALLED: 3 boots" {
-			t.Errorf("RecordRefusal(failed, %q) = %v, error %q; want the failure's kept", msg, err, lastError())
+		if err := s.RecordRefusal(ctx, "a", m.ID, nodestate.Failed, msg); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := s.GetNode(ctx, "a", m.ID); got.LastError != "BOOT_STALLED: 3 boots" {
+			t.Errorf("RecordRefusal(failed, %q): error %q; want the failure's kept", msg, got.LastError)
 		}
 	}
 }
