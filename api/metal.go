@@ -193,14 +193,6 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 			return nil, err
 		}
 	}
-	if n.LastError != "" && n.State.KeepsRefusal() {
-		// The error an earlier verb left on the node it refused (the
-		// node stayed where it was) is that verb's, not this one's.
-		if err := s.store.RecordRefusal(ctx, n.TenantID, n.ID, n.State, ""); err != nil {
-			return nil, err
-		}
-		n.LastError = ""
-	}
 	spec, _ := wf.VerbOf(v)
 	in.TenantID, in.NodeID = n.TenantID, n.ID
 	profile := spec.Profile
@@ -210,6 +202,14 @@ func (s metal) start(ctx context.Context, n store.Node, v nodestate.Verb, in wf.
 	for settled := false; ; settled = true {
 		if err := wf.CheckVerb(v, n.State); err != nil {
 			return nil, err
+		}
+		if n.LastError != "" && n.State.KeepsRefusal() {
+			// The error an earlier verb left on the node it refused (the
+			// node stayed where it was) is that verb's, not this one's.
+			if err := s.store.RecordRefusal(ctx, n.TenantID, n.ID, n.State, ""); err != nil {
+				return nil, err
+			}
+			n.LastError = ""
 		}
 		run, err := s.startNodeWorkflow(ctx, n, nodeRun{verb: string(v), workflow: spec.Workflow, profile: profile,
 			version: in.ProfileVersion}, in)

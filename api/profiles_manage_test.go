@@ -289,3 +289,37 @@ func TestDeleteRefusedWhileAnotherTenantRunsIt(t *testing.T) {
 		t.Errorf("profiles.delete while other runs its own cycle = %v, want versions [1]", d)
 	}
 }
+
+// TestVerbClearsAnOldRefusal: the error a refused verb left on a ready
+// node is cleared when the next verb starts, and kept when the next verb
+// is itself refused for the node's state (nothing started). Before, the
+// refused verb cleared it too.
+func TestVerbClearsAnOldRefusal(t *testing.T) {
+	t.Parallel()
+	tc := &running{query: new(string), started: new([]string)}
+	e := twoTenants(t, tc)
+	e.ok(e.acme, profCreate, `{"profile":{"id":"cycle","version":1,"target":"metal","role":"host","steps":[{"use":"power.setPower","with":{"action":"cycle"}}]}}`)
+	node := acmeNode(t, e.store)
+	makeReady(t, e.store, node)
+	const old = "deploy failed and left the node ready: cache.ensureImage: INVALID_INPUT: …"
+	if err := e.store.RecordRefusal(t.Context(), "acme", node, nodestate.Ready, old); err != nil {
+		t.Fatal(err)
+	}
+	lastError := func() string {
+		n, err := e.store.GetNode(t.Context(), "acme", node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.LastError
+	}
+	if _, out := e.call(e.acme, "/bettercompute.v1.MetalService/Undeploy", `{"nodeId":"`+node+`","wipe":"quick"}`); kindOf(out) != "INVALID_STATE" {
+		t.Fatalf("undeploy of a ready node = %s, want INVALID_STATE", out)
+	}
+	if got := lastError(); got != old {
+		t.Errorf("after a refused undeploy the node's error is %q, want the earlier refusal kept", got)
+	}
+	e.ok(e.acme, deploy, `{"nodeId":"`+node+`","profile":"cycle","profileVersion":1}`)
+	if got := lastError(); got != "" {
+		t.Errorf("after a deploy started the node's error is %q, want it cleared", got)
+	}
+}

@@ -389,6 +389,10 @@ func TestMetalWait(t *testing.T) {
 				"error: node node_1: deploy failed and left the node ready: cache.ensureImage: DRIVER_ERROR: connection refused " +
 				"(see `commands list --node node_1`)\n",
 			gets: 2, atLeast: time.Second, atMost: 3 * time.Second},
+		// A retired node's error says what the retire skipped: no refusal.
+		{name: "retired", script: []string{"retired+refused"}, args: []string{"--state", "ready", "--timeout", "300ms"}, code: 1, stdout: "retired\n",
+			stderr: "node node_1 is retired; waiting for ready\nerror: node node_1 is still retired after 300ms, not ready\n",
+			gets:   2, atLeast: 300 * time.Millisecond, atMost: 900 * time.Millisecond},
 		{name: "waiting for the refused node's state", script: []string{"ready+refused"}, args: []string{"--state", "ready"}, stdout: "ready\n",
 			gets: 1, atMost: time.Second},
 		{name: "waiting for failed", script: []string{"failed"}, args: []string{"--state", "failed"}, stdout: "failed\n", gets: 1, atMost: time.Second},

@@ -102,12 +102,10 @@ func waitFor(s *session, id, want string, timeout time.Duration) error {
 	}
 }
 
-// refused: the last verb on the node failed before it moved it, so the
-// node rests where it was with that verb's error (a node's error is kept
-// only in failed, or after such a refusal, until a verb starts on it).
+// refused: the last verb on the node failed without moving it, so the
+// node rests where it was with that verb's error, until a verb starts on it.
 func refused(n *v1.Node) bool {
-	st := nodestate.State(n.GetState())
-	return n.GetLastError() != "" && st != nodestate.Failed && !st.Active()
+	return n.GetLastError() != "" && nodestate.State(n.GetState()).KeepsRefusal()
 }
 
 // failedMessage says where a failed node failed and why, and what to do next.
