@@ -139,10 +139,11 @@ func (r *run) fail(cause error) {
 // refused shows on the node, which verb v left in its resting state, why
 // the verb failed there (a deploy whose image its site cannot fetch), so
 // the node says it and metal wait stops waiting; even when the workflow
-// was cancelled (metal.abort). Runs from before refusalsRecorded did not.
+// was cancelled (metal.abort). Runs from before refusalsRecorded did not;
+// a failed node keeps its failure's error (KeepsRefusal).
 func (r *run) refused(v nodestate.Verb, cause error) {
 	r.flush()
-	if !r.refuses {
+	if !r.refuses || !r.state.KeepsRefusal() {
 		return
 	}
 	in := kinds.RefusalInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, State: r.state,
