@@ -422,10 +422,11 @@ type lifecycleRun struct {
 func (e *chaosEnv) lifecycles(ctx context.Context, m emulate.MachineInfo, loops int, missed func() []string) (r lifecycleRun) {
 	r = lifecycleRun{machine: m.Name, verbs: map[string]int{}}
 	// A transition not done in bound is a stuck node. Faults can add up, legitimately, to
-	// over 4 minutes: a BMC command whose completion a killed Temporal service or a
-	// dropped link lost is retried only after its 2-minute start-to-close
-	// (steps.BMCTimeout), and a ramdisk killed under boot.kexec is found gone after 90 s
-	// unheard, then the machine is power-cycled (a CI run's deploy took 4m12s so).
+	// minutes: a ramdisk killed under boot.kexec is found gone after 90 s unheard, then
+	// the machine is power-cycled, and a command whose completion a killed Temporal
+	// service or a dropped link lost is retried after its heartbeat timeout (20 s for a
+	// ramdisk or BMC command; a CI run's deploy took 4m12s when a BMC command's was its
+	// 2-minute start-to-close).
 	bound := 6 * time.Minute
 	if r.node, r.err = e.enroll(ctx, m); r.err != nil {
 		return r

@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/emulate"
+	"github.com/better-compute/better-compute/emulate/redfishbmc"
 	"github.com/better-compute/better-compute/pki"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 )
@@ -381,4 +382,91 @@ func startControlPlane(ctx context.Context, t *testing.T, dir string) *controlpl
 	}
 	t.Cleanup(cp.Stop)
 	return cp
+}
+
+// TestSiteAgentKilledDuringABMCCall kills -9 `bcd site` while its
+// power.setPower waits on a BMC that holds its answers, starts it again
+// with the BMC answering, and checks that the call's next attempt comes
+// within the BMC calls' heartbeat timeout (20 s), not at their 2-minute
+// start-to-close: nothing tells Temporal that a killed worker's attempt is
+// gone but its silence. The node keeps its state and the machine powers on.
+func TestSiteAgentKilledDuringABMCCall(t *testing.T) {
+	bcd := binary(t, "bcd")
+	dir := t.TempDir()
+	ctx := ctxFor(t, 5*time.Minute)
+	cp := startControlPlane(ctx, t, filepath.Join(dir, "cp"))
+	api, err := demo.NewClient(cp.APIURL(), cp.RootTokenPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := registerSite(ctx, t, api, dir, newImageSource(t, dir, 1<<20))
+	ports := freePorts(t, 2)
+	args := []string{"site", "--control-plane", cp.AgentsURL(), "--ca-file", cp.CAFile(),
+		"--data-dir", filepath.Join(dir, "site-agent"), "--boot-listen", addr(ports[0]), "--relay-listen", addr(ports[1])}
+	agent := startProc(t, "bcd site", bcd, filepath.Join(dir, "bcd-site.log"), append(args, "--token-file", fx.TokenFile)...)
+	agent.waitLog("site agent started", 1, 30*time.Second)
+	rack, _ := startRack(ctx, t, dir, "http://"+addr(ports[0]))
+	m := rack.Machines()[0]
+	id := enrollReady(ctx, t, api, fx, m)
+	if st, _ := rack.State(m.Name); st.Power != "off" {
+		t.Fatalf("%s is %s after enrolling, want off", m.Name, st.Power)
+	}
+
+	if err := rack.SetBMCFaults(m.Name, redfishbmc.Faults{Slow: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Metal.Power(ctx, connect.NewRequest(&v1.PowerRequest{NodeId: id, Action: "on"})); err != nil {
+		t.Fatal(err)
+	}
+	var sent *v1.Command
+	for deadline := time.Now().Add(time.Minute); sent == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("power.setPower was not sent within a minute")
+		}
+		cmds, err := commandsOf(ctx, api, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := lastOfKind(cmds, "power.setPower"); c != nil && c.Status == "sent" {
+			if _, running := pendingAttempt(ctx, t, cp, c); running {
+				sent = c
+			}
+		}
+	}
+	time.Sleep(time.Second) // the call waits on the BMC
+	agent.kill9()
+	killed := time.Now()
+	if err := rack.SetBMCFaults(m.Name, redfishbmc.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	agent.start(args...)
+	agent.waitLog("site agent started", 2, 30*time.Second)
+
+	var done *v1.Command
+	for deadline := killed.Add(3 * time.Minute); done == nil; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("power.setPower did not end within 3 minutes of the kill\nbcd site:\n%s", tail(agent.log, 20))
+		}
+		cmds, err := commandsOf(ctx, api, id)
+		if err != nil {
+			continue
+		}
+		if c := lastOfKind(cmds, "power.setPower"); c != nil && c.Step == sent.Step && c.RunId == sent.RunId && c.Status != "sent" {
+			done = c
+		}
+	}
+	took := time.Since(killed)
+	t.Logf("power.setPower %s in attempt %d, %s after the kill", done.Status, done.Attempt, took.Round(100*time.Millisecond))
+	if done.Status != "succeeded" || done.Attempt != 2 {
+		t.Errorf("power.setPower = %s in attempt %d (%s), want succeeded in attempt 2", done.Status, done.Attempt, done.Error)
+	}
+	if took > 45*time.Second {
+		t.Errorf("power.setPower ended %s after the kill, want within the 20-s heartbeat timeout and a retry, not the 2-minute start-to-close", took.Round(time.Second))
+	}
+	if st, _ := rack.State(m.Name); st.Power != "on" {
+		t.Errorf("%s is %s after the power verb, want on", m.Name, st.Power)
+	}
+	if err := waitState(ctx, api, id, "ready", 10*time.Second); err != nil {
+		t.Errorf("node after the power verb: %v", err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/better-compute/better-compute/emulate/redfishbmc"
 	"github.com/better-compute/better-compute/errs"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 )
@@ -218,6 +219,22 @@ func (r *Rack) UnplugNIC(name string, unplugged bool) error {
 		return err
 	}
 	m.unplugged.Store(unplugged)
+	return nil
+}
+
+// SetBMCFaults puts f on the machine's Redfish BMC from its next request
+// on (redfishbmc.Faults; the zero value clears them). A machine with an
+// IPMI BMC is INVALID_INPUT.
+func (r *Rack) SetBMCFaults(name string, f redfishbmc.Faults) error {
+	m, err := r.machine(name)
+	if err != nil {
+		return err
+	}
+	rb, ok := m.bmc.(redfishBMC)
+	if !ok {
+		return errs.Invalid("machine", "%s has an IPMI BMC: only a Redfish BMC takes faults", name)
+	}
+	rb.b.SetFaults(f)
 	return nil
 }
 

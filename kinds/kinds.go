@@ -29,6 +29,16 @@ const (
 	CacheEnsureImage        = "cache.ensureImage"
 )
 
+// TalksToBMC reports whether kind, a site kind, is one conversation with
+// the machine's BMC, through the site agent's BMC gate (which heartbeats it).
+func TalksToBMC(kind string) bool {
+	switch kind {
+	case PowerSetPower, ManagementSetBootDevice, BMCInspect, MediaInsert, MediaEject:
+		return true
+	}
+	return false
+}
+
 // Kinds run by the ramdisk, relayed by the site agent.
 const (
 	InventoryRefresh = "inventory.refresh"

@@ -214,7 +214,7 @@ func (d *deployer) pinImage(id string) (pinned, error) {
 	// the fetch retried, not after its step's timeout.
 	var cached kinds.EnsureImageOutput
 	step, _ := d.next(kinds.CacheEnsureImage)
-	if err := d.command(step, kinds.CacheEnsureImage, "site", d.siteOptions(step, steps.Timeout(kinds.CacheEnsureImage), 20*time.Second), img, &cached); err != nil {
+	if err := d.command(step, kinds.CacheEnsureImage, "site", d.siteOptions(step, steps.Timeout(kinds.CacheEnsureImage), siteHeartbeat), img, &cached); err != nil {
 		return pinned{}, err
 	}
 	return pinned{EnsureImageInput: img, Path: cached.Path}, nil
@@ -236,7 +236,7 @@ func (d *deployer) run1(s sdk.PlannedStep, in sdk.Values) (sdk.Values, error) {
 	case sdk.Site:
 		in["bmc"] = d.bmc()
 		step, _ := d.next(s.Use)
-		actx := d.siteOptions(step, s.Timeout, 0)
+		actx := d.siteOptions(step, s.Timeout, heartbeatOf(s.Use))
 		if !s.RetrySafe { // a timed-out attempt (its agent died under it) is its last
 			actx = workflow.WithScheduleToCloseTimeout(actx, s.Timeout)
 		}

@@ -216,6 +216,23 @@ func (r *run) next(kind string) (string, int) {
 	return fmt.Sprintf("%02d.%s", r.seq, kind), r.seq
 }
 
+// siteHeartbeat is the heartbeat timeout of the site commands whose
+// activities heartbeat every 5 s while they run or wait: every ramdisk
+// command (the relay), cache.ensureImage, and the BMC calls (the site's BMC
+// gate). A site agent that dies under one is found out within it and the
+// command retried, not at its start-to-close (2 minutes for a BMC call).
+const siteHeartbeat = 20 * time.Second
+
+// heartbeatOf is the heartbeat timeout of site kind sent as a site command:
+// siteHeartbeat for a BMC call, none for the rest (a boot table write, a
+// plugin's site step), whose activities do not heartbeat.
+func heartbeatOf(kind string) time.Duration {
+	if kinds.TalksToBMC(kind) {
+		return siteHeartbeat
+	}
+	return 0
+}
+
 // siteOptions are the options of a command to the site.
 func (r *run) siteOptions(step string, timeout time.Duration, heartbeat time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
@@ -241,7 +258,7 @@ func (r *run) siteAttempts() int32 {
 // the step's timeout, and returns the step id it made for it.
 func (r *run) send(kind string, in, out any) (string, error) {
 	step, _ := r.next(kind)
-	return step, r.command(step, kind, "site", r.siteOptions(step, steps.Timeout(kind), 0), in, out)
+	return step, r.command(step, kind, "site", r.siteOptions(step, steps.Timeout(kind), heartbeatOf(kind)), in, out)
 }
 
 // command runs the activity kind as step with actx's options, recording it
@@ -362,10 +379,8 @@ func (r *run) ramdisk(kind string, timeout time.Duration, payload any, out any) 
 	// retried after a site agent crash asks the ramdisk for the same command.
 	cmd := kinds.Command{NodeID: r.in.NodeID, Kind: kind, Payload: b,
 		ID: fmt.Sprintf("%s/%s/%02d", r.info.WorkflowExecution.ID, r.info.WorkflowExecution.RunID, n)}
-	// The site heartbeats every 5 s while a command runs or waits for its
-	// ramdisk, so a dead site agent is noticed within 20 s and retried.
 	var res kinds.Result
-	if err := r.command(step, kind, "ramdisk", r.siteOptions(step, timeout, 20*time.Second), cmd, &res); err != nil {
+	if err := r.command(step, kind, "ramdisk", r.siteOptions(step, timeout, siteHeartbeat), cmd, &res); err != nil {
 		return res, err
 	}
 	if out != nil && len(res.Payload) > 0 {

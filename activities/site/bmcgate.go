@@ -43,8 +43,10 @@ type BMCGateConfig struct {
 	// Backoff is the first pause after a busy answer, doubling up to
 	// MaxBackoff; DefaultBusyBackoff and DefaultBusyMaxBackoff.
 	Backoff, MaxBackoff time.Duration
-	// Heartbeat is how often a call waiting on an unhealthy BMC reports its
-	// state to the node (metal get); DefaultBMCHeartbeat.
+	// Heartbeat is how often a call heartbeats while it waits or talks,
+	// with its BMC's state for the node (metal get); DefaultBMCHeartbeat.
+	// It must stay well under the workflows' heartbeat timeout of a BMC
+	// call (20 s).
 	Heartbeat time.Duration
 	// Report, when set, also tells the workflow of the call's activity each
 	// change of its BMC's state (its BmcStatus search attribute); it runs
@@ -233,10 +235,13 @@ func (h *bmcHost) statusLocked() string {
 // stamp is a time as the node shows it, "17:02:11Z".
 func stamp(t time.Time) string { return t.UTC().Format("15:04:05Z") }
 
-// heartbeat reports h's status to the activity at once and every
-// cfg.Heartbeat while the call waits or talks, when it changed, so the node
-// shows a failing BMC (metal get) before the call ends. Outside an activity
-// it does nothing.
+// heartbeat reports h's status to the activity at once when it changed,
+// so the node shows a failing BMC (metal get) before the call ends, and
+// every cfg.Heartbeat while the call waits or talks, changed or not: the
+// workflows give a BMC call a heartbeat timeout, so a site agent that died
+// under one is found out and the call retried long before its
+// start-to-close. Only a change is told to the workflow (cfg.Report).
+// Outside an activity it does nothing.
 func (g *BMCGate) heartbeat(ctx context.Context, h *bmcHost) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
@@ -248,14 +253,18 @@ func (g *BMCGate) heartbeat(ctx context.Context, h *bmcHost) (stop func()) {
 		_ = activity.GetHeartbeatDetails(ctx, &last)
 	}
 	shown := last.BMC
-	beat := func() {
-		if s := h.status(); s != shown {
-			activity.RecordHeartbeat(ctx, kinds.Progress{BMC: s})
+	beat := func(always bool) {
+		s := h.status()
+		if s == shown && !always {
+			return
+		}
+		activity.RecordHeartbeat(ctx, kinds.Progress{BMC: s}) // the SDK sends at most one a heartbeat timeout's 0.8
+		if s != shown {
 			g.report(ctx, s)
 			shown = s
 		}
 	}
-	beat()
+	beat(false)
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(g.cfg.Heartbeat)
@@ -267,7 +276,7 @@ func (g *BMCGate) heartbeat(ctx context.Context, h *bmcHost) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				beat()
+				beat(true)
 			}
 		}
 	}()

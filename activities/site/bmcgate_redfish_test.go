@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/emulate/redfishbmc"
@@ -198,6 +199,32 @@ func TestBMCGateBreakerRedfish(t *testing.T) {
 	}
 	if err := power(); err != nil {
 		t.Errorf("the call after the probe = %v, want nil", err)
+	}
+}
+
+// TestBMCCallHeartbeatsWhileTheBMCIsSilent: a BMC call heartbeats every
+// BMCGateConfig.Heartbeat while it waits on a BMC that answers nothing, its
+// state unchanged (it has not failed yet): the workflows give a BMC call a
+// heartbeat timeout, which a call that heartbeats only on a change would
+// run out, and a site agent that dies under a call is found out by it.
+func TestBMCCallHeartbeatsWhileTheBMCIsSilent(t *testing.T) {
+	t.Parallel()
+	f := startRedfishFront(t)
+	f.hang.Store(true)
+	a := redfishActivities(NewBMCGate(BMCGateConfig{Heartbeat: 50 * time.Millisecond}))
+	env := testEnv(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: ctx})
+	var beats atomic.Int32
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+	_, err := env.ExecuteActivity(kinds.PowerSetPower, kinds.SetPowerInput{Action: bmc.PowerOn,
+		BMC: kinds.BMCTarget{NodeID: "node_1", Address: f.addr, Driver: bmc.DriverRedfish, CredentialsRef: redfishCredsRef}})
+	if err == nil {
+		t.Fatal("power.setPower against a BMC that answers nothing = nil, want an error when its time runs out")
+	}
+	if n := beats.Load(); n < 1 {
+		t.Errorf("heartbeats in 600 ms of a call waiting on a silent BMC, one due every 50 ms = %d, want some (the SDK throttles them)", n)
 	}
 }
 
