@@ -23,6 +23,7 @@ const UpdateBMC = "metal.update"
 func UpdateBMCWorkflow(ctx workflow.Context, in kinds.UpdateBMCInput) (kinds.InspectOutput, error) {
 	site := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue: kinds.SiteTaskQueue(in.SiteID), StartToCloseTimeout: steps.Timeout(kinds.BMCInspect),
+		HeartbeatTimeout: heartbeatOf(kinds.BMCInspect),
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3,
 			NonRetryableErrorTypes: errs.FinalKinds()},
 	})

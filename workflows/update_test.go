@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
@@ -36,8 +37,11 @@ func TestUpdateBMCChecksBeforeSaving(t *testing.T) {
 			env := s.NewTestWorkflowEnvironment()
 			env.RegisterWorkflowWithOptions(wf.UpdateBMCWorkflow, workflow.RegisterOptions{Name: wf.UpdateBMC})
 			tries, saved := 0, 0
-			env.RegisterActivityWithOptions(func(_ context.Context, in kinds.InspectInput) (kinds.InspectOutput, error) {
+			env.RegisterActivityWithOptions(func(ctx context.Context, in kinds.InspectInput) (kinds.InspectOutput, error) {
 				tries++
+				if hb := activity.GetInfo(ctx).HeartbeatTimeout; hb <= 0 || hb > time.Minute {
+					t.Errorf("bmc.inspect heartbeat timeout = %v, want one of at most a minute (the site heartbeats a BMC call)", hb)
+				}
 				if in.BMC != target {
 					t.Errorf("bmc.inspect target = %+v, want the new one %+v", in.BMC, target)
 				}
