@@ -24,6 +24,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	v1 "github.com/better-compute/better-compute/api/gen/bettercompute/v1"
+	"github.com/better-compute/better-compute/controlplane"
 	"github.com/better-compute/better-compute/demo"
 	"github.com/better-compute/better-compute/emulate"
 	"github.com/better-compute/better-compute/errs"
@@ -137,6 +138,41 @@ func registerSite(ctx context.Context, t testing.TB, api *demo.Client, dir strin
 	fx.ImageID = imageProfile(ctx, t, api, crashProfile, &v1.RegisterImageRequest{Name: "crash-os", Source: img.URL,
 		Digest: img.Digest, Format: "raw", Compression: "zstd", Size: img.Size}, nil)
 	return fx
+}
+
+// siteAgentRig is what the site agent crash tests kill under: a control
+// plane, a site served by a real `bcd site` process, and a one-machine
+// rack booting from it, the machine enrolled and ready.
+type siteAgentRig struct {
+	cp      *controlplane.ControlPlane
+	api     *demo.Client
+	agent   *proc
+	args    []string // bcd site's, to start it again after a kill (it joined: no token)
+	rack    *emulate.Rack
+	rackLog string
+	m       emulate.MachineInfo
+	node    string // the machine's node id
+}
+
+// startSiteAgentRig starts a siteAgentRig in dir, the site's deploy profile
+// (crashProfile) writing img; extra are more of bcd site's flags.
+func startSiteAgentRig(ctx context.Context, t *testing.T, dir string, img *imageSource, extra ...string) *siteAgentRig {
+	t.Helper()
+	r := &siteAgentRig{cp: startControlPlane(ctx, t, filepath.Join(dir, "cp"))}
+	var err error
+	if r.api, err = demo.NewClient(r.cp.APIURL(), r.cp.RootTokenPath()); err != nil {
+		t.Fatal(err)
+	}
+	fx := registerSite(ctx, t, r.api, dir, img)
+	ports := freePorts(t, 2)
+	r.args = append([]string{"site", "--control-plane", r.cp.AgentsURL(), "--ca-file", r.cp.CAFile(),
+		"--data-dir", filepath.Join(dir, "site-agent"), "--boot-listen", addr(ports[0]), "--relay-listen", addr(ports[1])}, extra...)
+	r.agent = startProc(t, "bcd site", binary(t, "bcd"), filepath.Join(dir, "bcd-site.log"), append(r.args, "--token-file", fx.TokenFile)...)
+	r.agent.waitLog("site agent started", 1, 30*time.Second)
+	r.rack, r.rackLog = startRack(ctx, t, dir, "http://"+addr(ports[0]))
+	r.m = r.rack.Machines()[0]
+	r.node = enrollReady(ctx, t, r.api, fx, r.m)
+	return r
 }
 
 // startRack starts a one-machine emulated rack in dir/rack booting from

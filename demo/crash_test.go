@@ -63,29 +63,14 @@ const (
 // log), every step in its first attempt but deploy.image, retried once per
 // attempt a kill ended, and the image on disk byte for byte.
 func TestSiteAgentKilledDuringDeploy(t *testing.T) {
-	bcd := binary(t, "bcd")
 	began := time.Now()
 	dir := t.TempDir()
 	ctx := ctxFor(t, 5*time.Minute)
-	cp := startControlPlane(ctx, t, filepath.Join(dir, "cp"))
-	api, err := demo.NewClient(cp.APIURL(), cp.RootTokenPath())
-	if err != nil {
-		t.Fatal(err)
-	}
 	img := newImageSource(t, dir, crashImageSize)
 	t.Logf("image: %d MiB raw, %d MiB zstd, built in %s", img.Raw>>20, img.Size>>20, time.Since(began).Round(100*time.Millisecond))
-	fx := registerSite(ctx, t, api, dir, img)
-
-	ports := freePorts(t, 2)
-	args := []string{"site", "--control-plane", cp.AgentsURL(), "--ca-file", cp.CAFile(),
-		"--data-dir", filepath.Join(dir, "site-agent"), "--boot-listen", addr(ports[0]), "--relay-listen", addr(ports[1]),
-		"--log-level", "debug"}
-	agent := startProc(t, "bcd site", bcd, filepath.Join(dir, "bcd-site.log"), append(args, "--token-file", fx.TokenFile)...)
-	agent.waitLog("site agent started", 1, 30*time.Second)
-	rack, rackLog := startRack(ctx, t, dir, "http://"+addr(ports[0]))
-	m := rack.Machines()[0]
+	rig := startSiteAgentRig(ctx, t, dir, img, "--log-level", "debug")
+	cp, api, agent, args, rack, rackLog, m, id := rig.cp, rig.api, rig.agent, rig.args, rig.rack, rig.rackLog, rig.m, rig.node
 	disks := filepath.Join(dir, "rack", m.Name)
-	id := enrollReady(ctx, t, api, fx, m)
 	t.Logf("%s is ready as %s after %s", m.Name, id, time.Since(began).Round(100*time.Millisecond))
 
 	before, _ := rack.State(m.Name)
@@ -391,23 +376,10 @@ func startControlPlane(ctx context.Context, t *testing.T, dir string) *controlpl
 // start-to-close: nothing tells Temporal that a killed worker's attempt is
 // gone but its silence. The node keeps its state and the machine powers on.
 func TestSiteAgentKilledDuringABMCCall(t *testing.T) {
-	bcd := binary(t, "bcd")
 	dir := t.TempDir()
 	ctx := ctxFor(t, 5*time.Minute)
-	cp := startControlPlane(ctx, t, filepath.Join(dir, "cp"))
-	api, err := demo.NewClient(cp.APIURL(), cp.RootTokenPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := registerSite(ctx, t, api, dir, newImageSource(t, dir, 1<<20))
-	ports := freePorts(t, 2)
-	args := []string{"site", "--control-plane", cp.AgentsURL(), "--ca-file", cp.CAFile(),
-		"--data-dir", filepath.Join(dir, "site-agent"), "--boot-listen", addr(ports[0]), "--relay-listen", addr(ports[1])}
-	agent := startProc(t, "bcd site", bcd, filepath.Join(dir, "bcd-site.log"), append(args, "--token-file", fx.TokenFile)...)
-	agent.waitLog("site agent started", 1, 30*time.Second)
-	rack, _ := startRack(ctx, t, dir, "http://"+addr(ports[0]))
-	m := rack.Machines()[0]
-	id := enrollReady(ctx, t, api, fx, m)
+	rig := startSiteAgentRig(ctx, t, dir, newImageSource(t, dir, 1<<20))
+	cp, api, agent, rack, m, id := rig.cp, rig.api, rig.agent, rig.rack, rig.m, rig.node
 	if st, _ := rack.State(m.Name); st.Power != "off" {
 		t.Fatalf("%s is %s after enrolling, want off", m.Name, st.Power)
 	}
@@ -439,7 +411,7 @@ func TestSiteAgentKilledDuringABMCCall(t *testing.T) {
 	if err := rack.SetBMCFaults(m.Name, redfishbmc.Faults{}); err != nil {
 		t.Fatal(err)
 	}
-	agent.start(args...)
+	agent.start(rig.args...)
 	agent.waitLog("site agent started", 2, 30*time.Second)
 
 	var done *v1.Command
