@@ -12,6 +12,11 @@ const (
 	inventoryTimeout = 15 * time.Minute // includes the ramdisk's boot
 	wipeTimeout      = 12 * time.Hour
 	cacheTimeout     = 4 * time.Hour
+	// tableTimeout bounds a write of the site's boot table, which waits
+	// for nothing but the site's disk and does not heartbeat: an attempt
+	// whose site agent died, or whose completion was lost, is retried this
+	// late (it was the BMC calls' 2 minutes).
+	tableTimeout = 30 * time.Second
 )
 
 // lifecycle are the lifecycle's own commands, declared as steps like the
@@ -33,8 +38,8 @@ func lifecycle() []sdk.Step {
 	}
 	return []sdk.Step{
 		site(kinds.BMCInspect, BMCTimeout, "reads the machine's inventory and power state from its BMC (kinds.InspectInput)"),
-		site(kinds.BootSetEntry, BMCTimeout, "serves a machine that PXE-boots the ramdisk with a single-use discovery token, or its local disk (kinds.BootEntry)"),
-		site(kinds.BootClearEntry, BMCTimeout, "forgets a machine's boot entry (kinds.ClearEntryInput)"),
+		site(kinds.BootSetEntry, tableTimeout, "serves a machine that PXE-boots the ramdisk with a single-use discovery token, or its local disk (kinds.BootEntry)"),
+		site(kinds.BootClearEntry, tableTimeout, "forgets a machine's boot entry (kinds.ClearEntryInput)"),
 		site(kinds.CacheEnsureImage, cacheTimeout, "fetches a catalog image into the site cache and verifies its digest (kinds.EnsureImageInput)"),
 		ramdisk(kinds.InventoryRefresh, inventoryTimeout, "reports the machine's disks, NICs and identity from the ramdisk"),
 		ramdisk(kinds.DiskWipe, wipeTimeout, "wipes every disk and signs an attestation per disk, bound to the run's nonce (kinds.WipeInput)"),

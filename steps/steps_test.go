@@ -107,8 +107,8 @@ func TestLifecycleCommandsAreSteps(t *testing.T) {
 		timeout time.Duration
 	}{
 		{kinds.BMCInspect, sdk.Site, BMCTimeout},
-		{kinds.BootSetEntry, sdk.Site, BMCTimeout},
-		{kinds.BootClearEntry, sdk.Site, BMCTimeout},
+		{kinds.BootSetEntry, sdk.Site, tableTimeout},
+		{kinds.BootClearEntry, sdk.Site, tableTimeout},
 		{kinds.CacheEnsureImage, sdk.Site, cacheTimeout},
 		{kinds.InventoryRefresh, sdk.Ramdisk, inventoryTimeout},
 		{kinds.DiskWipe, sdk.Ramdisk, wipeTimeout},
