@@ -236,8 +236,17 @@ func (d *deployer) run1(s sdk.PlannedStep, in sdk.Values) (sdk.Values, error) {
 	case sdk.Site:
 		in["bmc"] = d.bmc()
 		step, _ := d.next(s.Use)
-		actx := d.siteOptions(step, s.Timeout, heartbeatOf(s.Use))
-		if !s.RetrySafe { // a timed-out attempt (its agent died under it) is its last
+		// Every site step a profile may use heartbeats (a BMC call through
+		// the site's BMC gate, a plugin's through its activity), so a
+		// retry-safe one whose agent died is retried siteHeartbeat later;
+		// one that is not retry-safe gets no heartbeat timeout: a
+		// timed-out attempt (its agent died under it) is its last.
+		hb := siteHeartbeat
+		if !s.RetrySafe {
+			hb = 0
+		}
+		actx := d.siteOptions(step, s.Timeout, hb)
+		if !s.RetrySafe {
 			actx = workflow.WithScheduleToCloseTimeout(actx, s.Timeout)
 		}
 		return out, d.command(step, s.Use, "site", actx, in, &out)

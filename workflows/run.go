@@ -218,14 +218,15 @@ func (r *run) next(kind string) (string, int) {
 
 // siteHeartbeat is the heartbeat timeout of the site commands whose
 // activities heartbeat every 5 s while they run or wait: every ramdisk
-// command (the relay), cache.ensureImage, and the BMC calls (the site's BMC
-// gate). A site agent that dies under one is found out within it and the
-// command retried, not at its start-to-close (2 minutes for a BMC call).
+// command (the relay), cache.ensureImage, the BMC calls (the site's BMC
+// gate) and a plugin's retry-safe site steps (their activity). A site agent
+// that dies under one is found out within it and the command retried, not
+// at its start-to-close (2 minutes for a BMC call).
 const siteHeartbeat = 20 * time.Second
 
-// heartbeatOf is the heartbeat timeout of site kind sent as a site command:
-// siteHeartbeat for a BMC call, none for the rest (a boot table write, a
-// plugin's site step), whose activities do not heartbeat.
+// heartbeatOf is the heartbeat timeout of the lifecycle's site kind sent as
+// a site command: siteHeartbeat for a BMC call, none for a boot table
+// write, which does not heartbeat (its start-to-close is short).
 func heartbeatOf(kind string) time.Duration {
 	if kinds.TalksToBMC(kind) {
 		return siteHeartbeat

@@ -17,8 +17,9 @@ import (
 
 // A site step not retrySafe must not run again by itself: its Result makes
 // its failures final, and its attempt's timeout must be the step's whole
-// timeout, so an attempt that times out (the site agent died under it) is
-// not retried either.
+// timeout, with no heartbeat timeout, so an attempt that times out (the
+// site agent died under it) is not retried either. A retry-safe one has a
+// heartbeat timeout: its agent's death costs that, not its timeout.
 func TestDeploySiteStepNotRetrySafeTimesOutOnce(t *testing.T) {
 	const timeout = 10 * time.Minute
 	run1 := func(context.Context, *sdk.Context, sdk.Values) (sdk.Values, error) { return sdk.Values{}, nil }
@@ -34,10 +35,12 @@ func TestDeploySiteStepNotRetrySafeTimesOutOnce(t *testing.T) {
 	f.steps = reg
 	f.profile.Steps = []kinds.ProfileStep{{Use: "acme.flash"}, {Use: "acme.blink"}}
 	got := map[string][2]time.Duration{}
+	heartbeat := map[string]time.Duration{}
 	site := func(name string) func(context.Context, sdk.Values) (sdk.Values, error) {
 		return func(ctx context.Context, _ sdk.Values) (sdk.Values, error) {
 			i := activity.GetInfo(ctx)
 			got[name] = [2]time.Duration{i.StartToCloseTimeout, i.ScheduleToCloseTimeout}
+			heartbeat[name] = i.HeartbeatTimeout
 			return sdk.Values{}, nil
 		}
 	}
@@ -54,5 +57,14 @@ func TestDeploySiteStepNotRetrySafeTimesOutOnce(t *testing.T) {
 	}
 	if g := got["acme.blink"]; g[0] != timeout {
 		t.Errorf("acme.blink (retrySafe) start-to-close = %v, want %v", g[0], timeout)
+	}
+	// The site heartbeats a plugin's step while it runs: a retry-safe one
+	// whose agent died is retried within its heartbeat timeout, not at
+	// its own 10 minutes; one that is not gets none, its attempt its last.
+	if hb := heartbeat["acme.blink"]; hb <= 0 || hb > 30*time.Second {
+		t.Errorf("acme.blink (retrySafe) heartbeat timeout = %v, want one of at most 30s", hb)
+	}
+	if hb := heartbeat["acme.flash"]; hb != 0 {
+		t.Errorf("acme.flash (not retrySafe) heartbeat timeout = %v, want none", hb)
 	}
 }

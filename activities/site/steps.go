@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
@@ -47,8 +48,9 @@ func (a *Activities) Register(r worker.ActivityRegistry, reg *sdk.Registry) erro
 	return nil
 }
 
-// StepActivity wraps a plugin's site step: its input is its with values
-// plus the node's BMC target under "bmc" (the sdk package's contract), its
+// StepActivity wraps a plugin's site step, heartbeating while it runs: its
+// input is its with values plus the node's BMC target under "bmc" (the sdk
+// package's contract), its
 // Context the node as far as the site knows it and the run; From, SQL,
 // PKI and Artifacts are the control plane's, nil here (a site step reads an
 // earlier step's outputs through fromStep).
@@ -63,6 +65,13 @@ func StepActivity(s sdk.Step) func(context.Context, sdk.Values) (sdk.Values, err
 		info := activity.GetInfo(ctx)
 		c := &sdk.Context{Node: sdk.Node{ID: target.BMC.NodeID, BMCDriver: target.BMC.Driver}, Step: info.ActivityID,
 			WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}
+		// Heartbeats every 5 s while Run runs: the workflows give a
+		// retry-safe site step a heartbeat timeout, so a site agent that
+		// dies under it is found out in seconds, not at the step's timeout.
+		last := &atomic.Pointer[kinds.Progress]{}
+		last.Store(&kinds.Progress{})
+		stop := heartbeatLoop(ctx, last)
+		defer stop()
 		return steps.Run(ctx, s, c, in)
 	}
 }

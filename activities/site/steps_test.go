@@ -4,10 +4,12 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
@@ -133,6 +135,29 @@ func TestSiteStepActivity(t *testing.T) {
 	_, err = env.ExecuteActivity(s.ID, sdk.Values{"firmware": "later", "bmc": bmc})
 	if err == nil || !strings.Contains(err.Error(), steps.NotReadyType) {
 		t.Errorf("acme.flash not ready = %v, want a %s error", err, steps.NotReadyType)
+	}
+}
+
+// TestSiteStepHeartbeats: a plugin's site step heartbeats while its Run
+// runs (every 5 s), so the heartbeat timeout the workflows give a
+// retry-safe site step finds a site agent that died under it.
+func TestSiteStepHeartbeats(t *testing.T) {
+	t.Parallel()
+	s := sdk.Step{ID: "acme.flash", RunsOn: sdk.Site, Timeout: time.Minute, RetrySafe: true,
+		Run: func(ctx context.Context, _ *sdk.Context, _ sdk.Values) (sdk.Values, error) {
+			time.Sleep(heartbeatEvery + 500*time.Millisecond)
+			return sdk.Values{}, nil
+		}}
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(StepActivity(s), activity.RegisterOptions{Name: s.ID})
+	var beats atomic.Int32
+	env.SetOnActivityHeartbeatListener(func(*activity.Info, converter.EncodedValues) { beats.Add(1) })
+	if _, err := env.ExecuteActivity(s.ID, sdk.Values{"bmc": kinds.BMCTarget{NodeID: "node_1", Driver: "redfish"}}); err != nil {
+		t.Fatalf("acme.flash = %v", err)
+	}
+	if n := beats.Load(); n < 1 {
+		t.Errorf("heartbeats of a site step that ran %v = %d, want at least 1 (one every %v)", heartbeatEvery+500*time.Millisecond, n, heartbeatEvery)
 	}
 }
 
