@@ -50,10 +50,9 @@ func (a *Activities) Register(r worker.ActivityRegistry, reg *sdk.Registry) erro
 
 // StepActivity wraps a plugin's site step, heartbeating while it runs: its
 // input is its with values plus the node's BMC target under "bmc" (the sdk
-// package's contract), its
-// Context the node as far as the site knows it and the run; From, SQL,
-// PKI and Artifacts are the control plane's, nil here (a site step reads an
-// earlier step's outputs through fromStep).
+// package's contract), its Context the node as far as the site knows it
+// and the run; From, SQL, PKI and Artifacts are the control plane's, nil
+// here (a site step reads an earlier step's outputs through fromStep).
 func StepActivity(s sdk.Step) func(context.Context, sdk.Values) (sdk.Values, error) {
 	return func(ctx context.Context, in sdk.Values) (sdk.Values, error) {
 		var target struct {
