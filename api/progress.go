@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -150,10 +151,14 @@ func whoTakes(q string) string {
 // works on, read a few at a time, so `metal list` shows a BMC that does
 // not answer and a command that is retrying too: each active node, and
 // each resting node whose verb has not moved it yet (a deploy fetching its
-// image at the site), found in one visibility query (runningOn).
+// image at the site), found in one visibility query (runningOn), asked
+// only when the list holds a resting node.
 func (s *Server) listProgress(ctx context.Context, tenant string, nodes []store.Node) map[string]string {
 	out := make(map[string]string, len(nodes))
-	busy := s.runningOn(ctx, tenant)
+	var busy map[string]bool
+	if slices.ContainsFunc(nodes, func(n store.Node) bool { return !n.State.Active() }) {
+		busy = s.runningOn(ctx, tenant)
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, listProgressReaders)

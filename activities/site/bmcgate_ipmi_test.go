@@ -55,7 +55,11 @@ func (d *watchedDriver) SetPower(ctx context.Context, a bmc.PowerAction) (r bmc.
 // each power request, which on a loaded machine (CI runs these beside the
 // demo's tests) can take longer than the breaker test's 100 ms.
 func ipmiFactory(_ context.Context, addr bmc.Address, creds bmc.Credentials) (bmc.Driver, error) {
-	return ipmi.New(ipmi.Config{Address: addr, Credentials: creds, Timeout: 5 * time.Second, Confirm: bmc.Confirm{Timeout: 5 * time.Second}})
+	return ipmi.New(ipmiConfig(addr, creds))
+}
+
+func ipmiConfig(addr bmc.Address, creds bmc.Credentials) ipmi.Config {
+	return ipmi.Config{Address: addr, Credentials: creds, Timeout: 5 * time.Second, Confirm: bmc.Confirm{Timeout: 5 * time.Second}}
 }
 
 // impatientIPMI opens IPMI drivers as ipmiFactory does, or, while on, ones
@@ -66,8 +70,9 @@ func (p *impatientIPMI) factory(ctx context.Context, addr bmc.Address, creds bmc
 	if !p.on.Load() {
 		return ipmiFactory(ctx, addr, creds)
 	}
-	return ipmi.New(ipmi.Config{Address: addr, Credentials: creds, Exchange: 100 * time.Millisecond, Retries: 1,
-		Timeout: 5 * time.Second, Confirm: bmc.Confirm{Timeout: 5 * time.Second}})
+	cfg := ipmiConfig(addr, creds)
+	cfg.Exchange, cfg.Retries = 100*time.Millisecond, 1
+	return ipmi.New(cfg)
 }
 
 const simCredsRef = "env://BCD_SECRET_SIM"
