@@ -86,17 +86,29 @@ func TestEnsureServesVerifiedImageWithRange(t *testing.T) {
 	}
 }
 
+// TestEnsureRefusesMismatch: a whole file that is not the catalog's image
+// is refused as INVALID_INPUT, which no retry mends (the source serves the
+// same bytes each time), naming what to fix; a source that ended early
+// without an error is a broken download, DRIVER_ERROR, retried. Nothing is
+// kept either way, and the URL's query (a presigned URL's secret) is never
+// shown.
 func TestEnsureRefusesMismatch(t *testing.T) {
 	t.Parallel()
 	img := []byte("the real image")
 	wrong := digest([]byte("what the catalog expects"))
+	fix := "register the image again with the right --digest and --size (images register)"
 	tests := []struct {
-		name   string
-		in     kinds.EnsureImageInput
-		wantIn string
+		name     string
+		in       kinds.EnsureImageInput
+		wantKind errs.Kind
+		wantIn   []string
 	}{
-		{"digest", kinds.EnsureImageInput{Digest: wrong}, digest(img)},
-		{"size", kinds.EnsureImageInput{Digest: digest(img), Size: 5}, "the catalog says 5"},
+		{"digest", kinds.EnsureImageInput{Digest: wrong}, errs.InvalidInput, []string{"has sha256 " + digest(img), "the catalog says sha256 " + wrong, fix}},
+		{"digest, size right", kinds.EnsureImageInput{Digest: wrong, Size: int64(len(img))}, errs.InvalidInput, []string{"has sha256 " + digest(img), fix}},
+		{"longer", kinds.EnsureImageInput{Digest: digest(img), Size: 5}, errs.InvalidInput, []string{"longer than the 5 bytes the catalog says", fix}},
+		{"size wrong, digest right", kinds.EnsureImageInput{Digest: digest(img), Size: 100}, errs.InvalidInput,
+			[]string{"has the catalog's sha256 but is 14 bytes, the catalog says 100", fix}},
+		{"ended early", kinds.EnsureImageInput{Digest: wrong, Size: 100}, errs.DriverError, []string{"ended after 14 of its 100 bytes"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,8 +116,16 @@ func TestEnsureRefusesMismatch(t *testing.T) {
 			c, srv := newCache(t)
 			tt.in.Source = src.srv.URL + "/img?sig=topsecret"
 			_, err := c.Ensure(context.Background(), tt.in, nil)
-			if !errs.Is(err, errs.DriverError) || !strings.Contains(err.Error(), tt.wantIn) || strings.Contains(err.Error(), "topsecret") {
-				t.Fatalf("Ensure(%s mismatch) = %v, want DRIVER_ERROR naming %s without the URL's query", tt.name, err, tt.wantIn)
+			if !errs.Is(err, tt.wantKind) || strings.Contains(err.Error(), "topsecret") {
+				t.Fatalf("Ensure(%s) = %v, want %s without the URL's query", tt.name, err, tt.wantKind)
+			}
+			for _, w := range tt.wantIn {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Ensure(%s) = %v, want it to say %q", tt.name, err, w)
+				}
+			}
+			if n := src.hits.Load(); n != 1 {
+				t.Errorf("Ensure(%s) fetched the source %d times, want 1", tt.name, n)
 			}
 			for _, h := range []string{wrong, digest(img)} {
 				if resp, err := http.Get(srv.URL + PathPrefix + h); err != nil || resp.StatusCode != http.StatusNotFound {

@@ -59,13 +59,8 @@ func (c *Cache) download(ctx context.Context, want string, in kinds.EnsureImageI
 		}
 		return kinds.EnsureImageOutput{}, err
 	}
-	if in.Size > 0 && n != in.Size {
-		return kinds.EnsureImageOutput{}, errs.New(errs.DriverError,
-			"image %s from %s is %d bytes, the catalog says %d; the file was deleted", in.ImageID, shown, n, in.Size)
-	}
-	if sum != want {
-		return kinds.EnsureImageOutput{}, errs.New(errs.DriverError,
-			"image %s from %s has sha256 %s, the catalog says sha256 %s; the file was deleted", in.ImageID, shown, sum, want)
+	if err := mismatch(in, shown, n, sum, want); err != nil {
+		return kinds.EnsureImageOutput{}, err
 	}
 	if err := os.Chmod(tmp, 0o644); err != nil {
 		return kinds.EnsureImageOutput{}, errs.Wrap(errs.Internal, err, "cannot publish the image")
@@ -76,6 +71,30 @@ func (c *Cache) download(ctx context.Context, want string, in kinds.EnsureImageI
 	progress(n)
 	c.log.Info("image verified", "image", in.ImageID, "digest", want, "bytes", n)
 	return kinds.EnsureImageOutput{Path: PathPrefix + want, Size: n}, nil
+}
+
+// mismatch says what is wrong when a whole download of n bytes hashing to
+// sum is not the catalog's image (want, in.Size), nil when it is. A source
+// that ended early without an error is a broken download, which a retry may
+// mend (DRIVER_ERROR). A whole file that is not the image is what the source
+// serves: every retry would fetch the same bytes (10 attempts over about a
+// minute and a half before the deploy was refused), so it is INVALID_INPUT
+// at once, naming the catalog entry to fix.
+func mismatch(in kinds.EnsureImageInput, shown string, n int64, sum, want string) error {
+	fix := "fix the source or register the image again with the right --digest and --size (images register), then deploy a profile that names it; the file was deleted"
+	switch {
+	case in.Size > 0 && n < in.Size && sum != want:
+		return errs.New(errs.DriverError, "the download of image %s from %s ended after %d of its %d bytes; the file was deleted",
+			in.ImageID, shown, n, in.Size)
+	case in.Size > 0 && n > in.Size:
+		return errs.New(errs.InvalidInput, "image %s from %s is longer than the %d bytes the catalog says: %s", in.ImageID, shown, in.Size, fix)
+	case in.Size > 0 && n != in.Size:
+		return errs.New(errs.InvalidInput, "image %s from %s has the catalog's sha256 but is %d bytes, the catalog says %d: %s",
+			in.ImageID, shown, n, in.Size, fix)
+	case sum != want:
+		return errs.New(errs.InvalidInput, "image %s from %s has sha256 %s, the catalog says sha256 %s: %s", in.ImageID, shown, sum, want, fix)
+	}
+	return nil
 }
 
 // copyHashing copies src to f, hashing and counting; with size > 0 it reads
