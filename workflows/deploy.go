@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"time"
-
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/better-compute/better-compute/kinds"
@@ -24,7 +22,7 @@ func DeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 	return verb(ctx, in, nodestate.Deploy, func(r *run) (*kinds.WipeAttestation, error) {
 		var p kinds.Profile
 		pin := kinds.ProfileInput{TenantID: in.TenantID, ProfileID: in.ProfileID, Version: in.ProfileVersion, Owner: in.ProfileTenant}
-		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetProfile, pin).Get(r.ctx, &p); err != nil {
+		if err := workflow.ExecuteActivity(r.cp(), kinds.ActGetProfile, pin).Get(r.ctx, &p); err != nil {
 			return nil, err
 		}
 		d := deployer{run: r, from: map[string]sdk.Values{}, owner: p.Owner, pinned: map[string]pinned{}}
@@ -49,7 +47,7 @@ func DeployWorkflow(ctx workflow.Context, in Input) (Result, error) {
 			}
 		}
 		rec := kinds.DeploymentInput{TenantID: in.TenantID, NodeID: in.NodeID, ProfileID: p.ID, ProfileVersion: p.Version, Role: p.Role}
-		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRecordDeployment, rec).Get(r.ctx, nil); err != nil {
+		if err := workflow.ExecuteActivity(r.cp(), kinds.ActRecordDeployment, rec).Get(r.ctx, nil); err != nil {
 			return nil, err
 		}
 		return nil, r.move(nodestate.Deployed)

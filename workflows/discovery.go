@@ -42,7 +42,7 @@ func (r *run) ensureRamdisk() (err error) {
 			"--product-uuid to find its MAC by PXE discovery", r.in.NodeID)
 	}
 	in := kinds.MACWaitInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, ProductUUID: r.node.ProductUUID}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActBeginMACWait, in).Get(r.ctx, &in.Since); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(), kinds.ActBeginMACWait, in).Get(r.ctx, &in.Since); err != nil {
 		return err
 	}
 	defer func() {
@@ -87,13 +87,13 @@ func (r *run) bindMAC(in kinds.MACWaitInput) ([]string, error) {
 	log := workflow.GetLogger(r.ctx)
 	if r.node.TrustProvisioningNetwork {
 		var macs []string
-		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActTakeCandidate, in).Get(r.ctx, &macs); err != nil {
+		if err := workflow.ExecuteActivity(r.cp(), kinds.ActTakeCandidate, in).Get(r.ctx, &macs); err != nil {
 			return nil, err
 		}
 		log.Info("PXE discovery: candidate taken (trustProvisioningNetwork)", "node", r.in.NodeID, "mac", in.MAC)
 		return macs, nil
 	}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActAwaitConfirmation, in).Get(r.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(), kinds.ActAwaitConfirmation, in).Get(r.ctx, nil); err != nil {
 		return nil, err
 	}
 	log.Info("PXE discovery: waiting for a MAC confirmation", "node", r.in.NodeID, "candidate", in.MAC)
@@ -119,7 +119,7 @@ func (r *run) awaitConfirmation() ([]string, error) {
 			return nil, err
 		}
 		var n kinds.NodeInfo
-		if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActGetNode, r.in).Get(r.ctx, &n); err != nil {
+		if err := workflow.ExecuteActivity(r.cp(), kinds.ActGetNode, r.in).Get(r.ctx, &n); err != nil {
 			return nil, err
 		}
 		if len(n.MACs) > 0 {
@@ -148,7 +148,7 @@ func (r *run) endMACWait(in kinds.MACWaitInput) {
 	r.flush()
 	ctx, cancel := workflow.NewDisconnectedContext(r.ctx)
 	defer cancel()
-	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: time.Minute,
+	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: cpTimeout,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}}
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), kinds.ActEndMACWait, in).Get(ctx, nil); err != nil {
 		workflow.GetLogger(r.ctx).Error("could not end the node's MAC wait", "node", r.in.NodeID, "err", err)
@@ -173,7 +173,7 @@ func (r *run) checkDiscovered(inventory json.RawMessage) error {
 	err := r.identify(inventory)
 	if err != nil {
 		in := kinds.MACWaitInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, SiteID: r.node.SiteID, MAC: r.discovered}
-		if ferr := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActForgetMAC, in).Get(r.ctx, nil); ferr != nil {
+		if ferr := workflow.ExecuteActivity(r.cp(), kinds.ActForgetMAC, in).Get(r.ctx, nil); ferr != nil {
 			workflow.GetLogger(r.ctx).Error("could not unbind the discovered MAC", "node", r.in.NodeID, "err", ferr)
 		}
 	}

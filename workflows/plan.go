@@ -167,7 +167,7 @@ func (d *deployer) userData(s sdk.PlannedStep, in sdk.Values) error {
 	ud := kinds.UserDataInput{TenantID: d.in.TenantID, NodeID: d.in.NodeID, Owner: owner, Ref: ref,
 		Field: fmt.Sprintf("profile.steps[%d].with.userDataRef", s.Index)}
 	var out kinds.UserDataOutput
-	if err := workflow.ExecuteActivity(d.cp(time.Minute), kinds.ActRenderUserData, ud).Get(d.ctx, &out); err != nil {
+	if err := workflow.ExecuteActivity(d.cp(), kinds.ActRenderUserData, ud).Get(d.ctx, &out); err != nil {
 		return err
 	}
 	in["userDataRef"], in["userDataSha256"] = out.Path, out.SHA256
@@ -205,7 +205,7 @@ func (d *deployer) pinPlanned(plan sdk.Plan) error {
 // pinImage reads the catalog image and has the node's site cache it.
 func (d *deployer) pinImage(id string) (pinned, error) {
 	var img kinds.EnsureImageInput
-	if err := workflow.ExecuteActivity(d.cp(time.Minute), kinds.ActGetImage,
+	if err := workflow.ExecuteActivity(d.cp(), kinds.ActGetImage,
 		kinds.ImageInput{TenantID: d.in.TenantID, ImageID: id, Owner: d.owner}).Get(d.ctx, &img); err != nil {
 		return pinned{}, err
 	}

@@ -141,7 +141,7 @@ func TestDeployEnsuresImageWithAHeartbeatTimeout(t *testing.T) {
 	}
 }
 
-// TestALostSiteCommandIsRetriedWithinHalfAMinute: in a deploy and an
+// TestALostCommandIsRetriedWithinHalfAMinute: in a deploy and an
 // undeploy, every BMC call and ramdisk command, and cache.ensureImage, is
 // scheduled with a heartbeat timeout of at most half a minute (the site
 // heartbeats each every 5 s, waits included), and a boot table write,
@@ -149,8 +149,9 @@ func TestDeployEnsuresImageWithAHeartbeatTimeout(t *testing.T) {
 // minute; so a site agent killed under a command, or a completion lost on
 // the way, costs that, not the command's start-to-close (2 minutes for a
 // BMC call and, until then, a boot table write: the chaos run waited one
-// out).
-func TestALostSiteCommandIsRetriedWithinHalfAMinute(t *testing.T) {
+// out). So does a control-plane activity (one database transaction, no
+// heartbeat) under a killed `serve --only worker`: it had a minute.
+func TestALostCommandIsRetriedWithinHalfAMinute(t *testing.T) {
 	for _, tc := range []struct {
 		verb string
 		from nodestate.State
@@ -165,11 +166,14 @@ func TestALostSiteCommandIsRetriedWithinHalfAMinute(t *testing.T) {
 			seen := map[string]int{}
 			res, err := run(t, f, tc.verb, tc.in, func(env *testsuite.TestWorkflowEnvironment) {
 				env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-					if info.TaskQueue == wf.ControlPlaneQueue {
-						return
-					}
 					kind := info.ActivityType.Name
 					seen[kind]++
+					if info.TaskQueue == wf.ControlPlaneQueue {
+						if info.StartToCloseTimeout > 30*time.Second {
+							t.Errorf("control-plane activity %s scheduled with start-to-close %v, want at most 30s", kind, info.StartToCloseTimeout)
+						}
+						return
+					}
 					if kind == kinds.BootSetEntry || kind == kinds.BootClearEntry { // the site's own table: no wait, no heartbeat
 						if info.HeartbeatTimeout != 0 || info.StartToCloseTimeout > 30*time.Second {
 							t.Errorf("%s scheduled with heartbeat timeout %v and start-to-close %v, want none and at most 30s",
@@ -183,8 +187,8 @@ func TestALostSiteCommandIsRetriedWithinHalfAMinute(t *testing.T) {
 			if err != nil || res.State != tc.want {
 				t.Fatalf("%s = %+v, %v; want %s", tc.verb, res, err, tc.want)
 			}
-			if seen[kinds.PowerSetPower] == 0 || seen[kinds.BootSetEntry] == 0 {
-				t.Errorf("site commands seen = %v, want power.setPower and boot.setEntry among them", seen)
+			if seen[kinds.PowerSetPower] == 0 || seen[kinds.BootSetEntry] == 0 || seen[kinds.ActTransition] == 0 {
+				t.Errorf("activities seen = %v, want power.setPower, boot.setEntry and node.transition among them", seen)
 			}
 		})
 	}

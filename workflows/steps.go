@@ -3,7 +3,6 @@ package workflows
 import (
 	"encoding/json"
 	"strings"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -43,7 +42,7 @@ func (r *run) bootRamdisk() error {
 	var token string
 	in := kinds.DiscoveryInput{TenantID: r.in.TenantID, SiteID: r.node.SiteID, NodeID: r.in.NodeID,
 		WorkflowID: r.info.WorkflowExecution.ID}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActIssueDiscovery, in).Get(r.ctx, &token); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(), kinds.ActIssueDiscovery, in).Get(r.ctx, &token); err != nil {
 		return err
 	}
 	entry := kinds.BootEntry{NodeID: r.in.NodeID, MACs: r.node.MACs, Ramdisk: true, DiscoveryToken: token}
@@ -146,7 +145,7 @@ func (r *run) inspectBMC() error {
 	inv, _ := json.Marshal(out.Inventory)
 	f := kinds.FactsInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, MACs: out.Inventory.MACs,
 		ProductUUID: out.Inventory.ProductUUID, Inventory: inv}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRecordFacts, f).Get(r.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(), kinds.ActRecordFacts, f).Get(r.ctx, nil); err != nil {
 		return err
 	}
 	if len(out.Inventory.MACs) > 0 {
@@ -178,7 +177,7 @@ func (r *run) refreshInventory() error {
 		disks = append(disks, d.Name)
 	}
 	f := kinds.FactsInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, Disks: disks, Inventory: res.Payload}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRecordFacts, f).Get(r.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(), kinds.ActRecordFacts, f).Get(r.ctx, nil); err != nil {
 		return err
 	}
 	r.node.Disks = disks
@@ -207,7 +206,7 @@ func (r *run) wipe(mode, fallback string) (*kinds.WipeAttestation, error) {
 	if fallback != "" {
 		v.Modes = append(v.Modes, fallback)
 	}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActVerifyWipe, v).Get(r.ctx, &att); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(), kinds.ActVerifyWipe, v).Get(r.ctx, &att); err != nil {
 		return nil, err
 	}
 	return &att, nil

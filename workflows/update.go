@@ -37,7 +37,7 @@ func UpdateBMCWorkflow(ctx workflow.Context, in kinds.UpdateBMCInput) (kinds.Ins
 			in.BMC.Address, got, in.NodeID, in.ProductUUID))
 	}
 	cp := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: ControlPlaneQueue,
-		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10,
+		StartToCloseTimeout: cpTimeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10,
 			NonRetryableErrorTypes: errs.FinalKinds()}})
 	return out, workflow.ExecuteActivity(cp, kinds.ActUpdateBMC, in).Get(ctx, nil)
 }

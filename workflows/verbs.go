@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -272,7 +271,7 @@ func (r *run) unverifiedRefused() error {
 
 func (r *run) clearDeployment() error {
 	in := kinds.DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
-	return workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRecordDeployment, in).Get(r.ctx, nil)
+	return workflow.ExecuteActivity(r.cp(), kinds.ActRecordDeployment, in).Get(r.ctx, nil)
 }
 
 // RetireWorkflow crypto-erases (secure-erases a disk that has no
@@ -329,7 +328,7 @@ func (r *run) retireUnbooted() error {
 	workflow.GetLogger(r.ctx).Warn(skipped, "node", r.in.NodeID)
 	in := kinds.TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: nodestate.Retired,
 		WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, Error: skipped}
-	if err := workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActTransition, in).Get(r.ctx, nil); err != nil {
+	if err := workflow.ExecuteActivity(r.cp(), kinds.ActTransition, in).Get(r.ctx, nil); err != nil {
 		return err
 	}
 	r.state = nodestate.Retired
@@ -339,7 +338,7 @@ func (r *run) retireUnbooted() error {
 // revoke revokes the node's identity (its certificates and tokens).
 func (r *run) revoke() error {
 	ref := kinds.DeploymentInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID}
-	return workflow.ExecuteActivity(r.cp(time.Minute), kinds.ActRevokeIdentity, ref).Get(r.ctx, nil)
+	return workflow.ExecuteActivity(r.cp(), kinds.ActRevokeIdentity, ref).Get(r.ctx, nil)
 }
 
 // RescueWorkflow boots a deployed machine into the ramdisk as a rescue
