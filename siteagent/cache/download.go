@@ -77,7 +77,7 @@ func (c *Cache) download(ctx context.Context, want string, in kinds.EnsureImageI
 // sum is not the catalog's image (want, in.Size), nil when it is. A source
 // that ended early without an error is a broken download, which a retry may
 // mend (DRIVER_ERROR). A whole file that is not the image is what the source
-// serves: every retry would fetch the same bytes (10 attempts over about a
+// serves: every retry would fetch the same bytes (8 attempts over about a
 // minute and a half before the deploy was refused), so it is INVALID_INPUT
 // at once, naming the catalog entry to fix.
 func mismatch(in kinds.EnsureImageInput, shown string, n int64, sum, want string) error {
