@@ -241,14 +241,10 @@ func (d *deployer) run1(s sdk.PlannedStep, in sdk.Values) (sdk.Values, error) {
 		// retry-safe one whose agent died is retried siteHeartbeat later;
 		// one that is not retry-safe gets no heartbeat timeout: a
 		// timed-out attempt (its agent died under it) is its last.
-		hb := siteHeartbeat
-		if !s.RetrySafe {
-			hb = 0
+		if s.RetrySafe {
+			return out, d.command(step, s.Use, "site", d.siteOptions(step, s.Timeout, siteHeartbeat), in, &out)
 		}
-		actx := d.siteOptions(step, s.Timeout, hb)
-		if !s.RetrySafe {
-			actx = workflow.WithScheduleToCloseTimeout(actx, s.Timeout)
-		}
+		actx := workflow.WithScheduleToCloseTimeout(d.siteOptions(step, s.Timeout, 0), s.Timeout)
 		return out, d.command(step, s.Use, "site", actx, in, &out)
 	case sdk.ControlPlane:
 		return d.controlPlane(s, in)

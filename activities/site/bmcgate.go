@@ -60,7 +60,7 @@ const (
 	DefaultBreakerCoolDown = 30 * time.Second
 	DefaultBusyBackoff     = 250 * time.Millisecond
 	DefaultBusyMaxBackoff  = 5 * time.Second
-	DefaultBMCHeartbeat    = 5 * time.Second
+	DefaultBMCHeartbeat    = heartbeatEvery // as every site activity that waits
 )
 
 // NewBMCGate returns a gate with cfg's knobs.

@@ -81,7 +81,7 @@ func (c *Cache) download(ctx context.Context, want string, in kinds.EnsureImageI
 // minute and a half before the deploy was refused), so it is INVALID_INPUT
 // at once, naming the catalog entry to fix.
 func mismatch(in kinds.EnsureImageInput, shown string, n int64, sum, want string) error {
-	fix := "fix the source or register the image again with the right --digest and --size (images register), then deploy a profile that names it; the file was deleted"
+	const fix = "fix the source or register the image again with the right --digest and --size (images register), then deploy a profile that names it; the file was deleted"
 	switch {
 	case in.Size > 0 && n < in.Size && sum != want:
 		return errs.New(errs.DriverError, "the download of image %s from %s ended after %d of its %d bytes; the file was deleted",
