@@ -203,14 +203,11 @@ func migrate(sc *config.SQL, name string, logger log.Logger) error {
 // its first start) with cs.HistoryShards, or checks the stored one: the
 // server itself would silently use the stored count.
 func ensureClusterMetadata(ctx context.Context, cs ClusterStore, st stores, logger log.Logger) error {
-	ser := serialization.NewSerializer()
-	f := tsql.NewFactory(*st.main, resolver.NewNoopResolver(), ClusterName, logger, metrics.NoopMetricsHandler, ser)
-	defer f.Close()
-	store, err := f.NewClusterMetadataStore()
+	mgr, done, err := clusterMetadataManager(st, logger)
 	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "cannot open the cluster metadata")
+		return err
 	}
-	mgr := persistence.NewClusterMetadataManagerImpl(store, ser, ClusterName, logger)
+	defer done()
 	got, err := mgr.GetClusterMetadata(ctx, &persistence.GetClusterMetadataRequest{ClusterName: ClusterName})
 	var notFound *serviceerror.NotFound
 	switch {
@@ -231,11 +228,31 @@ func ensureClusterMetadata(ctx context.Context, cs ClusterStore, st stores, logg
 	return nil
 }
 
+// clusterMetadataManager opens the cluster metadata of st; done closes it.
+func clusterMetadataManager(st stores, logger log.Logger) (mgr persistence.ClusterMetadataManager, done func(), err error) {
+	ser := serialization.NewSerializer()
+	f := tsql.NewFactory(*st.main, resolver.NewNoopResolver(), ClusterName, logger, metrics.NoopMetricsHandler, ser)
+	store, err := f.NewClusterMetadataStore()
+	if err != nil {
+		f.Close()
+		return nil, nil, errs.Wrap(errs.Unavailable, err, "cannot open the cluster metadata")
+	}
+	return persistence.NewClusterMetadataManagerImpl(store, ser, ClusterName, logger), f.Close, nil
+}
+
 // clusterRecord is the record the server would write at its first start
 // (temporal/fx.go initCurrentClusterMetadataRecord) for serverConfig's
 // cluster on these stores; written here so that processes starting at once
-// find it and none of them rewrites it.
+// find it and none of them rewrites it: each would, with the one it read,
+// and all but the first then fail to start (a version mismatch). Its index
+// search attributes are keyed, as the server keys them, by the index of the
+// visibility store and of the secondary one (none: "").
 func clusterRecord(cs ClusterStore, st stores) *persistencespb.ClusterMetadata {
+	p := clusterServerConfig(ClusterConfig{Store: cs}, st).Persistence
+	index := map[string]*persistencespb.IndexSearchAttributes{}
+	for _, ds := range []config.DataStore{p.GetVisibilityStoreConfig(), p.GetSecondaryVisibilityStoreConfig()} {
+		index[ds.GetIndexName()] = sadefs.GetDBIndexSearchAttributes(nil)
+	}
 	return &persistencespb.ClusterMetadata{
 		HistoryShardCount:        cs.HistoryShards,
 		ClusterName:              ClusterName,
@@ -245,9 +262,7 @@ func clusterRecord(cs ClusterStore, st stores) *persistencespb.ClusterMetadata {
 		InitialFailoverVersion:   initialFailoverVersion,
 		IsConnectionEnabled:      true,
 		UseClusterIdMembership:   true,
-		IndexSearchAttributes: map[string]*persistencespb.IndexSearchAttributes{
-			st.visibility.DatabaseName: sadefs.GetDBIndexSearchAttributes(nil),
-		},
+		IndexSearchAttributes:    index,
 	}
 }
 
