@@ -6,7 +6,8 @@
 # search attributes, running the same activities with the same options as
 # no-ops (bench/bare).
 #
-#   ITERS=3 bench/fleet.sh [SIZES]   (default SIZES 1,5,20; ITERS loops per size)
+#   ITERS=3 bench/fleet.sh [SIZES]   (default SIZES 1,5,20; ITERS loops per size, and at the small
+#                                     sizes more, up to MIN_LOOPS (default 50) machine loops a side)
 #   ITERS=1 bench/fleet.sh 200,1000  (the large fleets: about 5 and 30 minutes a loop on 2 cores)
 #   TRACE=1 bench/fleet.sh 20        (tracing on: every span exported over OTLP/HTTP to an in-process receiver)
 #   PROFILE=/abs/dir bench/fleet.sh 200 (CPU profiles of each timed loop: dir/ours-N=200.<i>.pprof, dir/bare-N=200.<i>.pprof)
@@ -30,7 +31,7 @@ failed() {
 }
 
 (cd "$repo" && go test -tags fakehw -run '^$' -bench '^BenchmarkFleet$' -benchtime "${iters}x" -timeout "${TIMEOUT:-4h}" \
-	./demo -args -fleet="$sizes" ${TRACE:+-fleet-trace} ${CLUSTER:+-fleet-cluster="$CLUSTER"} ${PROFILE:+-fleet-cpuprofile="$PROFILE"}) | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2 || failed
+	./demo -args -fleet="$sizes" -fleet-min-loops="${MIN_LOOPS:-50}" ${TRACE:+-fleet-trace} ${CLUSTER:+-fleet-cluster="$CLUSTER"} ${PROFILE:+-fleet-cpuprofile="$PROFILE"}) | tee "$out" | grep -E '^(Benchmark|PASS|FAIL|ok|---)' >&2 || failed
 grep -q '^ok' "$out" || failed
 
 # A result line is: name iterations ns/op then value unit pairs.
