@@ -99,12 +99,19 @@ const cpTimeout = 30 * time.Second
 // command's outcome is in the command log (recordOutcome).
 func (r *run) cp() workflow.Context {
 	r.recordOutcome()
-	return workflow.WithActivityOptions(r.ctx, workflow.ActivityOptions{
+	return workflow.WithActivityOptions(r.ctx, cpOptions())
+}
+
+// cpOptions are the options of a control-plane activity of a verb or of
+// metal.update: up to 10 attempts, 1 s apart doubling to 30 s, the final
+// kinds not retried.
+func cpOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
 		TaskQueue:           ControlPlaneQueue,
 		StartToCloseTimeout: cpTimeout,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second,
 			MaximumAttempts: 10, NonRetryableErrorTypes: errs.FinalKinds()},
-	})
+	}
 }
 
 // move moves the node to state to, compare-and-set from where it is. A

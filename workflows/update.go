@@ -36,8 +36,5 @@ func UpdateBMCWorkflow(ctx workflow.Context, in kinds.UpdateBMCInput) (kinds.Ins
 			"the BMC at %s reports product UUID %s, but node %s is the machine %s: that BMC is another machine's",
 			in.BMC.Address, got, in.NodeID, in.ProductUUID))
 	}
-	cp := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: ControlPlaneQueue,
-		StartToCloseTimeout: cpTimeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10,
-			NonRetryableErrorTypes: errs.FinalKinds()}})
-	return out, workflow.ExecuteActivity(cp, kinds.ActUpdateBMC, in).Get(ctx, nil)
+	return out, workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, cpOptions()), kinds.ActUpdateBMC, in).Get(ctx, nil)
 }

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/better-compute/better-compute/errs"
@@ -53,6 +55,8 @@ func TestUpdateBMCChecksBeforeSaving(t *testing.T) {
 				saved++
 				return nil
 			}, activity.RegisterOptions{Name: kinds.ActUpdateBMC})
+			seen := &scheduled{opts: map[string]workflow.ActivityOptions{}}
+			env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{seen}})
 			env.ExecuteWorkflow(wf.UpdateBMC, kinds.UpdateBMCInput{TenantID: "acme", NodeID: "node_1", SiteID: "site_1",
 				State: "failed", ProductUUID: "8f2c6a2e-0000-4000-8000-000000000001", BMC: target})
 			err := env.GetWorkflowError()
@@ -66,6 +70,43 @@ func TestUpdateBMCChecksBeforeSaving(t *testing.T) {
 			if tries != tc.wantTries || saved != wantSaved {
 				t.Errorf("bmc.inspect tried %d times, saved %d times; want %d and %d", tries, saved, tc.wantTries, wantSaved)
 			}
+			// The save retries as every control-plane activity of a verb does:
+			// up to 10 attempts at most 30 s apart (the SDK's default interval
+			// doubles to 100 s).
+			if o, ok := seen.opts[kinds.ActUpdateBMC]; saved > 0 && (!ok || o.RetryPolicy == nil ||
+				o.RetryPolicy.MaximumInterval != 30*time.Second || o.RetryPolicy.MaximumAttempts != 10) {
+				t.Errorf("node.updateBMC scheduled with %+v, want up to 10 attempts at most 30s apart", o.RetryPolicy)
+			}
 		})
 	}
+}
+
+// scheduled records the options each activity type was last scheduled
+// with, by its workflow's outbound interceptor.
+type scheduled struct {
+	interceptor.WorkerInterceptorBase
+	opts map[string]workflow.ActivityOptions
+}
+
+func (s *scheduled) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &scheduledIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, seen: s}
+}
+
+type scheduledIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+	seen *scheduled
+}
+
+func (i *scheduledIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&scheduledOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}, seen: i.seen})
+}
+
+type scheduledOut struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	seen *scheduled
+}
+
+func (o *scheduledOut) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	o.seen.opts[activityType] = workflow.GetActivityOptions(ctx)
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
 }
