@@ -146,11 +146,7 @@ func (r *run) findOptions() workflow.Context {
 // when it was cancelled (metal.abort).
 func (r *run) endMACWait(in kinds.MACWaitInput) {
 	r.flush()
-	ctx, cancel := workflow.NewDisconnectedContext(r.ctx)
-	defer cancel()
-	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: cpTimeout,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 10}}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), kinds.ActEndMACWait, in).Get(ctx, nil); err != nil {
+	if err := r.atEnd(kinds.ActEndMACWait, 10, in); err != nil {
 		workflow.GetLogger(r.ctx).Error("could not end the node's MAC wait", "node", r.in.NodeID, "err", err)
 	}
 }

@@ -91,8 +91,8 @@ func newRun(ctx workflow.Context, in Input) (*run, error) {
 // killed under one, or a completion lost on the way, costs this before
 // Temporal retries the activity on another worker (a minute until then), as
 // a lost site command costs its heartbeat timeout; a database that refuses
-// or drops the connection fails the attempt at once, and the retries (1 s,
-// doubling to 30 s) wait it out.
+// or drops the connection fails the attempt at once, and the retries
+// (cpOptions) wait it out.
 const cpTimeout = 30 * time.Second
 
 // cp returns a context for a control-plane activity, once the last
@@ -146,7 +146,7 @@ func (r *run) fail(cause error) {
 	r.flush()
 	in := kinds.TransitionInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, From: r.state, To: nodestate.Failed,
 		Error: endError(cause), Maintenance: kindOf(cause) == errs.UnverifiedWipe}
-	if err := r.atEnd(kinds.ActTransition, in); err != nil {
+	if err := r.atEnd(kinds.ActTransition, 20, in); err != nil {
 		workflow.GetLogger(r.ctx).Error("could not mark the node failed", "node", r.in.NodeID, "err", err)
 		return
 	}
@@ -165,7 +165,7 @@ func (r *run) refused(v nodestate.Verb, cause error) {
 	}
 	in := kinds.RefusalInput{TenantID: r.in.TenantID, NodeID: r.in.NodeID, State: r.state,
 		Error: fmt.Sprintf("%s failed and left the node %s: %s", v, r.state, endError(cause))}
-	if err := r.atEnd(kinds.ActRecordRefusal, in); err != nil {
+	if err := r.atEnd(kinds.ActRecordRefusal, 20, in); err != nil {
 		workflow.GetLogger(r.ctx).Error("could not record the refusal on the node", "node", r.in.NodeID, "err", err)
 	}
 }
@@ -178,13 +178,14 @@ func endError(cause error) string {
 	return lastError(cause)
 }
 
-// atEnd runs the control-plane activity name that records how the verb
-// ended, even in a cancelled run.
-func (r *run) atEnd(name string, in any) error {
+// atEnd runs the control-plane activity name, even in a cancelled run,
+// up to attempts tries with every error retried: what records how the verb
+// ended, or forgets what it began (endMACWait).
+func (r *run) atEnd(name string, attempts int32, in any) error {
 	ctx, cancel := workflow.NewDisconnectedContext(r.ctx)
 	defer cancel()
 	opts := workflow.ActivityOptions{TaskQueue: ControlPlaneQueue, StartToCloseTimeout: cpTimeout,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 20}}
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: attempts}}
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), name, in).Get(ctx, nil)
 }
 
